@@ -1,0 +1,42 @@
+# delta-commit-owner: `make run` starts the service on the embedded default, `make test` runs the suite.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+DB_URL ?= sqlite+aiosqlite:///./commit-owner.db
+HOST   ?= 127.0.0.1
+PORT   ?= 8080
+
+.DEFAULT_GOAL := help
+.PHONY: help run test install install-test migrate clean
+
+help: ## Show this help
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+
+.stamp-install: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	@touch $@
+
+.stamp-install-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[test,spark]'
+	@touch $@
+
+install: .stamp-install ## Create .venv and install the service
+
+install-test: .stamp-install-test ## Install the service with its test dependencies
+
+migrate: install ## Create or upgrade the database schema
+	$(BIN)/commit-owner migrate --database-url '$(DB_URL)'
+
+run: migrate ## Start the service on SQLite + local files at 127.0.0.1:8080
+	mkdir -p warehouse
+	$(BIN)/commit-owner serve --database-url '$(DB_URL)' --host $(HOST) --port $(PORT)
+
+test: install-test ## Install test dependencies and run the whole suite
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+clean: ## Remove the virtualenv, the embedded database and caches
+	rm -rf $(VENV) .stamp-* commit-owner.db* .pytest_cache

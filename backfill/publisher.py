@@ -1,0 +1,136 @@
+"""Publishing ratified commits of one table, in ascending order, put-if-absent.
+
+Rules (PROTOCOL.md section 6, K08/K09):
+
+* version v is published only after v-1: the loop walks the unbackfilled rows in order and stops at
+  the first failure, so ``<v+1>.json`` never exists without ``<v>.json``;
+* "already exists with the same bytes" is success (a client or another worker got there first);
+* already exists with other bytes: someone wrote the log without the owner. The table is fenced
+  (no more commits), the fact recorded, and the file never overwritten;
+* bookkeeping happens once per run, after the copies, in one transaction: a crash between a copy and
+  the bookkeeping is harmless because the next run finds identical bytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from client.errors import CommitOwnerError, ForeignCommitFileError, UnavailableError
+from coordinator.locations import delta_file, staged_file
+from coordinator.storage import StorageRouter
+from coordinator.store import OwnershipStore, TableRow
+
+log = logging.getLogger("commit_owner.backfill")
+
+
+@dataclass
+class BackfillResult:
+    table_id: str
+    published: list[int] = field(default_factory=list)
+    already_present: list[int] = field(default_factory=list)
+    backfilled_through: int = -1
+    error: str | None = None
+
+
+async def backfill_table(
+    store: OwnershipStore,
+    storage: StorageRouter,
+    table: TableRow,
+    up_to: int | None = None,
+    *,
+    cached: Callable[[str, int], bytes | None] | None = None,
+    on_version: Callable[[int], None] | None = None,
+) -> BackfillResult:
+    """Publish every unbackfilled commit of ``table`` with version <= ``up_to`` (all when None).
+
+    Raises ForeignCommitFileError (table fenced), UnavailableError (storage or database down; what was
+    published before the failure is recorded first).
+    """
+    result = BackfillResult(table.table_id, backfilled_through=table.latest_backfilled_version)
+    rows = await store.unbackfilled(table.table_id, up_to)
+    done = table.latest_backfilled_version
+    try:
+        for row in rows:
+            if row.version <= done:
+                continue  # bookkeeping lag: already published
+            if row.version != done + 1:
+                raise UnavailableError(
+                    f"backfill of table {table.table_id} found version {row.version} after {done}: waiting for the gap"
+                )
+            data = cached(table.table_id, row.version) if cached else None
+            if data is None:
+                uid = row.file_name.split(".")[1]
+                data = await _read(storage, staged_file(table.location, table.commit_dir, row.version, uid))
+            if hashlib.sha256(data).hexdigest() != row.content_sha256:
+                raise UnavailableError(
+                    f"staged file of version {row.version} does not match its ratified checksum; not publishing"
+                )
+            target = delta_file(table.location, row.version)
+            backend = storage.for_uri(target)
+            try:
+                await backend.put_if_absent(target, data)
+                result.published.append(row.version)
+            except FileExistsError:
+                existing = await _read(storage, target)
+                if existing != data:
+                    reason = (
+                        f"_delta_log/{row.version:020d}.json exists with content the owner did not ratify "
+                        "(written around the owner); the table is fenced and the file left untouched"
+                    )
+                    log.error("FOREIGN COMMIT FILE in table %s at %s: %s", table.table_id, table.location, reason)
+                    await store.set_not_accepting(table.table_id, "FENCED", reason)
+                    await store.record_backfill_error(table.table_id, reason)
+                    raise ForeignCommitFileError(reason, latest_table_version=table.reported_latest) from None
+                result.already_present.append(row.version)
+            except OSError as e:
+                raise UnavailableError(f"storage error publishing version {row.version}: {e}") from e
+            done = row.version
+            if on_version:
+                on_version(row.version)
+    except CommitOwnerError as e:
+        result.error = e.message
+        raise
+    finally:
+        if done > table.latest_backfilled_version:
+            await store.mark_backfilled(table.table_id, done)
+        result.backfilled_through = done
+    return result
+
+
+async def _read(storage: StorageRouter, uri: str) -> bytes:
+    try:
+        return await storage.for_uri(uri).read(uri)
+    except FileNotFoundError:
+        raise UnavailableError(f"commit file missing: {uri.rsplit('/', 2)[-2:]}") from None
+    except OSError as e:
+        raise UnavailableError(f"storage error reading {uri.rsplit('/', 1)[-1]}: {e}") from e
+
+
+async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: TableRow, from_version: int) -> list[int]:
+    """Re-publish already-backfilled versions >= ``from_version`` whose ``<v>.json`` went missing.
+
+    Uses the kept commit rows and their staged files; stops at the first version that is present.
+    Returns the versions re-published.
+    """
+    fixed: list[int] = []
+    v = max(from_version, table.base_version + 1)
+    while v <= table.latest_backfilled_version:
+        target = delta_file(table.location, v)
+        backend = storage.for_uri(target)
+        if await backend.exists(target):
+            break
+        row = await store.get_commit(table.table_id, v)
+        if row is None:
+            break
+        uid = row.file_name.split(".")[1]
+        data = await _read(storage, staged_file(table.location, table.commit_dir, v, uid))
+        try:
+            await backend.put_if_absent(target, data)
+            fixed.append(v)
+        except FileExistsError:
+            pass
+        v += 1
+    return fixed

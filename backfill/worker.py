@@ -1,0 +1,217 @@
+"""The background backfiller of one service process.
+
+Triggers: after commit v when ``v % batch_size == 0`` (batch size 1 = after every commit), every
+``interval_ms`` when set, and a slow sweep that picks up tables left behind (failures being retried
+with backoff, or a dead process's tables once its lease expired). Across processes sharing a
+database, a per-table lease (a conditional UPDATE with expiry) lets one process at a time publish a
+table; within a process a per-table lock does the same.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import OrderedDict
+from typing import Callable
+
+from client.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
+from coordinator.settings import Settings
+from coordinator.storage import StorageRouter
+from coordinator.store import OwnershipStore, TableRow
+
+from .publisher import BackfillResult, backfill_table, repair_hole
+
+log = logging.getLogger("commit_owner.backfill")
+
+SWEEP_SECONDS = 1.0
+MAX_BACKOFF_SECONDS = 30.0
+
+
+class Backfiller:
+    def __init__(
+        self,
+        store: OwnershipStore,
+        storage: StorageRouter,
+        settings: Settings,
+        *,
+        holder: str | None = None,
+        background: bool = True,
+    ) -> None:
+        self.store = store
+        self.storage = storage
+        self.settings = settings
+        self.background = background
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._pending: dict[str, int | None] = {}
+        self._wake = asyncio.Event()
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._cache: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        self._cache_bytes = 0
+        self._backoff: dict[str, tuple[float, int]] = {}
+        self._task: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._sem = asyncio.Semaphore(8)
+        self.on_result: Callable[[BackfillResult], None] | None = None
+
+    # -- lifecycle ----------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self.background and self._task is None:
+            self._task = asyncio.create_task(self._run(), name="commit-owner-backfiller")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self._inflight:
+            await asyncio.gather(*self._inflight, return_exceptions=True)
+
+    # -- triggers -----------------------------------------------------------------------------------
+
+    async def after_commit(self, table_id: str, version: int, data: bytes, gives_up_ownership: bool) -> None:
+        """Called once version ``version`` is ratified. Never raises: a ratified commit stays ratified (K16)."""
+        if gives_up_ownership:
+            # The release commit is published at once, with everything before it (PROTOCOL.md section 5).
+            self._remember(table_id, version, data)
+            try:
+                await self.backfill(table_id, version)
+            except CommitOwnerError as e:
+                log.warning("release backfill of table %s through %d failed (will retry): %s", table_id, version, e)
+                self._enqueue(table_id, None)
+            return
+        if not self.background:
+            return
+        self._remember(table_id, version, data)
+        if version % self.settings.backfill_batch_size == 0:
+            self._enqueue(table_id, version)
+
+    def _enqueue(self, table_id: str, up_to: int | None) -> None:
+        prev = self._pending.get(table_id, -1)
+        self._pending[table_id] = None if up_to is None or prev is None else max(prev, up_to)
+        self._wake.set()
+
+    def _remember(self, table_id: str, version: int, data: bytes) -> None:
+        self._cache[(table_id, version)] = data
+        self._cache_bytes += len(data)
+        while self._cache_bytes > 64 * 1024 * 1024 or len(self._cache) > 10_000:
+            _, old = self._cache.popitem(last=False)
+            self._cache_bytes -= len(old)
+
+    def _cached(self, table_id: str, version: int) -> bytes | None:
+        data = self._cache.pop((table_id, version), None)
+        if data is not None:
+            self._cache_bytes -= len(data)
+        return data
+
+    # -- the work -----------------------------------------------------------------------------------
+
+    async def backfill(
+        self, table_id: str, up_to: int | None = None, *, last_known_backfilled: int | None = None,
+        wait_seconds: float = 30.0,
+    ) -> TableRow:
+        """Publish every version <= ``up_to`` (all ratified when None) and return the table afterwards.
+
+        Raises InvalidArgumentError when ``up_to`` was never ratified, ForeignCommitFileError,
+        UnavailableError (storage/database down, or another process held the lease too long).
+        """
+        table = await self.store.get_table(table_id)
+        if up_to is not None and up_to > table.latest_version:
+            raise InvalidArgumentError(
+                f"cannot backfill to version {up_to}: the latest ratified version is {table.reported_latest}",
+                latest_table_version=table.reported_latest,
+            )
+        target = table.latest_version if up_to is None else up_to
+        deadline = time.monotonic() + wait_seconds
+        lock = self._locks.setdefault(table_id, asyncio.Lock())
+        async with lock:
+            while True:
+                table = await self.store.get_table(table_id)
+                needs_repair = (
+                    last_known_backfilled is not None
+                    and table.base_version < last_known_backfilled <= table.latest_backfilled_version
+                )
+                if table.latest_backfilled_version >= target and not needs_repair:
+                    return table
+                if await self.store.acquire_lease(table_id, self.holder, self.settings.backfill_lease_seconds):
+                    try:
+                        if needs_repair:
+                            fixed = await repair_hole(self.store, self.storage, table, last_known_backfilled)
+                            if fixed:
+                                log.warning("table %s: re-published missing versions %s", table_id, fixed)
+                            last_known_backfilled = None
+                        result = await backfill_table(self.store, self.storage, table, target, cached=self._cached)
+                    finally:
+                        try:
+                            await self.store.release_lease(table_id, self.holder)
+                        except UnavailableError:
+                            pass  # it expires by itself
+                    if self.on_result:
+                        self.on_result(result)
+                    if result.published:
+                        log.info("table %s: published versions %d..%d", table_id, result.published[0], result.published[-1])
+                    continue
+                if time.monotonic() > deadline:
+                    raise UnavailableError(
+                        f"table {table_id} is being backfilled by another process; try again",
+                        latest_table_version=table.reported_latest,
+                    )
+                await asyncio.sleep(0.05)
+
+    async def _run(self) -> None:
+        interval = self.settings.backfill_interval_ms / 1000.0
+        sweep_every = interval if interval > 0 else SWEEP_SECONDS
+        next_sweep = time.monotonic() + sweep_every
+        while True:
+            timeout = max(0.0, next_sweep - time.monotonic())
+            try:
+                await asyncio.wait_for(self._wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                pass
+            self._wake.clear()
+            work, self._pending = self._pending, {}
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + sweep_every
+                try:
+                    for tid in await self.store.tables_behind():
+                        work.setdefault(tid, -2)  # -2: decide the target from the batch policy
+                except CommitOwnerError as e:
+                    log.warning("backfill sweep could not list tables: %s", e)
+            for tid, up_to in work.items():
+                if tid in self._backoff and self._backoff[tid][0] > time.monotonic():
+                    self._pending.setdefault(tid, up_to)
+                    continue
+                await self._sem.acquire()
+                t = asyncio.create_task(self._one(tid, up_to, interval > 0))
+                self._inflight.add(t)
+                t.add_done_callback(self._inflight.discard)
+
+    async def _one(self, table_id: str, up_to: int | None, by_interval: bool) -> None:
+        try:
+            if up_to == -2:
+                table = await self.store.get_table(table_id)
+                b = self.settings.backfill_batch_size
+                latest = table.latest_version
+                up_to = latest if (by_interval or not table.accepting or b == 1) else latest - latest % b
+                if up_to <= table.latest_backfilled_version:
+                    return
+            await self.backfill(table_id, up_to, wait_seconds=0.0)
+            self._backoff.pop(table_id, None)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a background worker must survive anything
+            _, attempts = self._backoff.get(table_id, (0.0, 0))
+            delay = min(MAX_BACKOFF_SECONDS, 0.1 * (2**attempts))
+            self._backoff[table_id] = (time.monotonic() + delay, attempts + 1)
+            msg = e.message if isinstance(e, CommitOwnerError) else f"{type(e).__name__}: {e}"
+            log.warning("backfill of table %s failed (retry in %.1fs): %s", table_id, delay, msg)
+            try:
+                await self.store.record_backfill_error(table_id, msg)
+            except CommitOwnerError:
+                pass
+        finally:
+            self._sem.release()

@@ -1,0 +1,345 @@
+"""Delta log facts the lifecycle and the snapshot reader share: file names, property generations, actions.
+
+Standard library only. Nothing here touches storage or the network.
+
+Property generations (which names a table carries, see docs/lifecycle.md):
+
+* ``managedCommit`` (the default): the RFC's names, writer feature ``managedCommit``, folder ``_commits``.
+* ``coordinatedCommits-preview``: delta-spark 3.3 / 4.x names, writer features ``coordinatedCommits-preview`` and
+  ``vacuumProtocolCheck`` (also a reader feature, reader version 3); folder ``_staged_commits`` for Delta >= 4.0.
+* ``managed-commit-dev``: delta-spark 3.2's test-only names; recognised when reading, never written.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Mapping
+
+from .errors import InvalidArgumentError
+
+ProtocolName = Literal["managedCommit", "coordinatedCommits-preview"]
+
+ICT_FEATURE = "inCommitTimestamp"
+ICT_ENABLE = "delta.enableInCommitTimestamps"
+ICT_ENABLEMENT_VERSION = "delta.inCommitTimestampEnablementVersion"
+ICT_ENABLEMENT_TIMESTAMP = "delta.inCommitTimestampEnablementTimestamp"
+ICT_PROPERTIES = (ICT_ENABLE, ICT_ENABLEMENT_VERSION, ICT_ENABLEMENT_TIMESTAMP)
+
+#: The value written in the owner property: the name Delta clients look a commit-owner builder up by.
+DEFAULT_OWNER_NAME = "commit-owner"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation of owner property names and the table features that go with it."""
+
+    name: str
+    writer_feature: str
+    owner_key: str
+    owner_conf_key: str
+    table_conf_key: str
+    extra_writer_features: tuple[str, ...] = ()
+    reader_features: tuple[str, ...] = ()
+    default_commit_dir: str = "_commits"
+    writable: bool = True
+
+
+MANAGED_COMMIT = Generation(
+    name="managedCommit",
+    writer_feature="managedCommit",
+    owner_key="delta.managedCommit.commitOwner",
+    owner_conf_key="delta.managedCommit.commitOwnerConf",
+    table_conf_key="delta.managedCommit.tableConf",
+)
+COORDINATED_COMMITS_PREVIEW = Generation(
+    name="coordinatedCommits-preview",
+    writer_feature="coordinatedCommits-preview",
+    owner_key="delta.coordinatedCommits.commitCoordinator-preview",
+    owner_conf_key="delta.coordinatedCommits.commitCoordinatorConf-preview",
+    table_conf_key="delta.coordinatedCommits.tableConf-preview",
+    extra_writer_features=("vacuumProtocolCheck",),
+    reader_features=("vacuumProtocolCheck",),
+    default_commit_dir="_staged_commits",
+)
+MANAGED_COMMITS_DEV = Generation(
+    name="managed-commit-dev",
+    writer_feature="managed-commit-dev",
+    owner_key="delta.managedCommits.commitOwner-dev",
+    owner_conf_key="delta.managedCommits.commitOwnerConf-dev",
+    table_conf_key="delta.managedCommits.tableConf-dev",
+    writable=False,
+)
+GENERATIONS: tuple[Generation, ...] = (MANAGED_COMMIT, COORDINATED_COMMITS_PREVIEW, MANAGED_COMMITS_DEV)
+COMMIT_DIRS = ("_commits", "_staged_commits")
+
+# Legacy protocol versions imply these features; a writer-version-7 protocol must list them explicitly.
+_LEGACY_WRITER_FEATURES = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
+}
+
+
+def generation(protocol: str) -> Generation:
+    """The writable generation called ``protocol``. Raises InvalidArgumentError for other names."""
+    for g in GENERATIONS:
+        if g.name == protocol and g.writable:
+            return g
+    names = ", ".join(g.name for g in GENERATIONS if g.writable)
+    raise InvalidArgumentError(f"unknown protocol {protocol!r}: use one of {names}")
+
+
+def owner_generation(configuration: Mapping[str, str]) -> Generation | None:
+    """The generation whose owner property a table's configuration carries, or None for a filesystem table."""
+    for g in GENERATIONS:
+        if configuration.get(g.owner_key):
+            return g
+    return None
+
+
+@dataclass(frozen=True)
+class OwnerRef:
+    """Who owns a table, as its properties say."""
+
+    generation: Generation
+    owner_name: str
+    owner_conf: dict[str, str]
+    table_conf: dict[str, str]
+
+    @property
+    def endpoint(self) -> str | None:
+        return self.owner_conf.get("endpoint")
+
+    @property
+    def table_id(self) -> str | None:
+        return self.table_conf.get("tableId")
+
+
+def owner_ref(configuration: Mapping[str, str]) -> OwnerRef | None:
+    """Parse the owner properties of a table, or None when it has none. Raises InvalidArgumentError on bad JSON."""
+    g = owner_generation(configuration)
+    if g is None:
+        return None
+    return OwnerRef(
+        generation=g,
+        owner_name=configuration[g.owner_key],
+        owner_conf=_json_map(configuration.get(g.owner_conf_key), g.owner_conf_key),
+        table_conf=_json_map(configuration.get(g.table_conf_key), g.table_conf_key),
+    )
+
+
+def _json_map(raw: str | None, key: str) -> dict[str, str]:
+    if not raw:
+        return {}
+    try:
+        value = json.loads(raw)
+    except ValueError as e:
+        raise InvalidArgumentError(f"table property {key} is not JSON: {e}") from None
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(f"table property {key} must be a JSON object")
+    return {str(k): str(v) for k, v in value.items()}
+
+
+# -- secrets never go into table properties ------------------------------------------------------------
+
+_SECRET_KEY = re.compile(r"token|passw|pwd|secret|credential|apikey|accesskey|privatekey|bearer|session", re.I)
+
+
+def check_no_secrets(conf: Mapping[str, str]) -> None:
+    """Refuse owner conf that looks like it carries a secret (anyone who reads the table sees it).
+
+    Raises InvalidArgumentError naming the offending key (never its value).
+    """
+    for key, value in conf.items():
+        flat = re.sub(r"[^a-z0-9]", "", str(key).lower())
+        if _SECRET_KEY.search(flat):
+            raise InvalidArgumentError(
+                f"owner conf key {key!r} looks like a secret; table properties are readable by anyone "
+                "who can read the table, pass credentials to the client instead"
+            )
+        if re.match(r"^[a-z][a-z0-9+.-]*://[^/@\s]+:[^/@\s]*@", str(value), re.I):
+            raise InvalidArgumentError(f"owner conf value of {key!r} embeds credentials in a URL")
+
+
+# -- file names --------------------------------------------------------------------------------------------
+
+_DELTA_FILE = re.compile(r"^(\d{20})\.json$")
+_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
+_STAGED_FILE = re.compile(r"^(\d{20})\.([0-9a-fA-F-]{36})\.json$")
+
+
+def delta_file_name(version: int) -> str:
+    return f"{version:020d}.json"
+
+
+def staged_file_name(version: int, uid: str | None = None) -> str:
+    return f"{version:020d}.{uid or uuid.uuid4()}.json"
+
+
+def parse_delta_file(name: str) -> int | None:
+    m = _DELTA_FILE.match(name)
+    return int(m.group(1)) if m else None
+
+
+def parse_checkpoint_file(name: str) -> tuple[int, int, int] | None:
+    """``(version, part, parts)`` of a classic checkpoint file name (single part is ``(v, 1, 1)``), else None."""
+    m = _CHECKPOINT_FILE.match(name)
+    if not m:
+        return None
+    if m.group(2) is None:
+        return int(m.group(1)), 1, 1
+    return int(m.group(1)), int(m.group(2)), int(m.group(3))
+
+
+def parse_staged_file(name: str) -> int | None:
+    m = _STAGED_FILE.match(name)
+    return int(m.group(1)) if m else None
+
+
+# -- actions -----------------------------------------------------------------------------------------------
+
+
+def parse_actions(data: bytes) -> list[dict[str, Any]]:
+    """Parse an NDJSON commit file into its actions. Raises InvalidArgumentError on a malformed line."""
+    actions = []
+    for n, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            action = json.loads(line)
+        except ValueError as e:
+            raise InvalidArgumentError(f"line {n} of a commit file is not JSON: {e}") from None
+        if not isinstance(action, dict) or len(action) != 1:
+            raise InvalidArgumentError(f"line {n} of a commit file is not one action")
+        actions.append(action)
+    return actions
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def commit_info(operation: str, *, in_commit_timestamp: int, read_version: int | None,
+                parameters: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """A first-line ``commitInfo`` carrying ``inCommitTimestamp``."""
+    info: dict[str, Any] = {
+        "inCommitTimestamp": in_commit_timestamp,
+        "timestamp": in_commit_timestamp,
+        "operation": operation,
+        "operationParameters": dict(parameters or {}),
+        "isBlindAppend": False,
+        "txnId": str(uuid.uuid4()),
+        "engineInfo": "delta-commit-owner-client",
+    }
+    if read_version is not None:
+        info["readVersion"] = read_version
+    return {"commitInfo": info}
+
+
+def table_features(protocol: Mapping[str, Any]) -> tuple[set[str], set[str]]:
+    """``(reader_features, writer_features)`` a protocol supports, legacy versions expanded to feature names."""
+    writer = set(protocol.get("writerFeatures") or ())
+    reader = set(protocol.get("readerFeatures") or ())
+    wv = int(protocol.get("minWriterVersion", 1))
+    rv = int(protocol.get("minReaderVersion", 1))
+    if wv < 7:
+        for v, feats in _LEGACY_WRITER_FEATURES.items():
+            if wv >= v:
+                writer.update(feats)
+    if rv == 2:
+        reader.add("columnMapping")
+    return reader, writer
+
+
+def protocol_with(protocol: Mapping[str, Any], *, add_writer: Iterable[str] = (), add_reader: Iterable[str] = (),
+                  drop: Iterable[str] = ()) -> dict[str, Any]:
+    """A table-features protocol (writer version 7) with features added or dropped.
+
+    Reader features are only listed (reader version 3) when the table needs any; otherwise the reader version
+    stays what it was (1, or 2 for column mapping without reader features).
+    """
+    reader, writer = table_features(protocol)
+    add_reader = set(add_reader)
+    writer |= set(add_writer) | add_reader
+    reader |= add_reader
+    for f in drop:
+        writer.discard(f)
+        reader.discard(f)
+    rv = int(protocol.get("minReaderVersion", 1))
+    out: dict[str, Any] = {"minReaderVersion": rv, "minWriterVersion": 7}
+    if rv == 3 or (reader - {"columnMapping"}):
+        out["minReaderVersion"] = 3
+        out["readerFeatures"] = sorted(reader)
+    elif rv == 2 and "columnMapping" not in reader:
+        out["minReaderVersion"] = 1
+    out["writerFeatures"] = sorted(writer)
+    return _legacy_form(out)
+
+
+def _legacy_form(protocol: dict[str, Any]) -> dict[str, Any]:
+    """Write a features protocol as a legacy (reader <= 2, writer <= 6) one when it means exactly that.
+
+    Readers that predate table features (and delta-rs writers) are happiest with the legacy form; a table
+    handed back by release_ownership returns to the protocol it had before ownership.
+    """
+    if protocol.get("readerFeatures"):
+        return protocol
+    writer = set(protocol.get("writerFeatures") or ())
+    implied: set[str] = set()
+    if not writer:
+        return {"minReaderVersion": protocol["minReaderVersion"], "minWriterVersion": 1}
+    for v in sorted(_LEGACY_WRITER_FEATURES):
+        implied |= set(_LEGACY_WRITER_FEATURES[v])
+        if implied == writer:
+            return {"minReaderVersion": protocol["minReaderVersion"], "minWriterVersion": v}
+    return protocol
+
+
+def owner_properties(gen: Generation, *, owner_name: str, owner_conf: Mapping[str, str],
+                     table_conf: Mapping[str, str]) -> dict[str, str]:
+    """The table properties that name the owner, in ``gen``'s names."""
+    return {
+        gen.owner_key: owner_name,
+        gen.owner_conf_key: json.dumps(dict(owner_conf), separators=(",", ":"), sort_keys=True),
+        gen.table_conf_key: json.dumps(dict(table_conf), separators=(",", ":"), sort_keys=True),
+    }
+
+
+def without_owner_properties(configuration: Mapping[str, str]) -> dict[str, str]:
+    """A copy of ``configuration`` without the owner properties of any generation."""
+    keys = {k for g in GENERATIONS for k in (g.owner_key, g.owner_conf_key, g.table_conf_key)}
+    return {k: v for k, v in configuration.items() if k not in keys}
+
+
+def new_metadata(schema: Mapping[str, Any] | str, partition_columns: Iterable[str],
+                 configuration: Mapping[str, str], *, name: str | None = None,
+                 description: str | None = None, created_time: int | None = None) -> dict[str, Any]:
+    """A ``metaData`` action for a new table. ``schema`` is a Delta struct type (dict or its JSON string).
+
+    Raises InvalidArgumentError when the schema is not a struct or a partition column is not in it.
+    """
+    schema_obj = json.loads(schema) if isinstance(schema, str) else dict(schema)
+    if schema_obj.get("type") != "struct" or not isinstance(schema_obj.get("fields"), list):
+        raise InvalidArgumentError('schema must be a Delta struct type: {"type": "struct", "fields": [...]}')
+    names = {f.get("name") for f in schema_obj["fields"] if isinstance(f, dict)}
+    parts = list(partition_columns)
+    missing = [c for c in parts if c not in names]
+    if missing:
+        raise InvalidArgumentError(f"partition columns not in the schema: {missing}")
+    md: dict[str, Any] = {
+        "id": str(uuid.uuid4()),
+        "name": name,
+        "description": description,
+        "format": {"provider": "parquet", "options": {}},
+        "schemaString": json.dumps(schema_obj, separators=(",", ":")),
+        "partitionColumns": parts,
+        "configuration": {str(k): str(v) for k, v in configuration.items()},
+        "createdTime": created_time if created_time is not None else now_ms(),
+    }
+    return {"metaData": md}

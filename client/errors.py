@@ -1,0 +1,227 @@
+"""The one error family of delta-commit-owner, shared by the client and (by name) the server.
+
+Every error the owner can answer carries the JSON envelope
+``{"error": {"code", "message", "retryable", "conflict", "latestTableVersion"}}``; the client maps
+``code`` back to the class of the same meaning here. Classes are grouped by what a caller should do:
+
+* ``retryable and conflict``: you lost the race for this version; rebase and retry at the next one.
+* ``retryable and not conflict``: transient; retry the same request (the client does, with the same
+  idempotency key).
+* neither: give up; the request is wrong or the table refuses it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class CommitOwnerError(Exception):
+    """Root of every error raised by delta-commit-owner."""
+
+    code = "INTERNAL"
+    http_status = 500
+    retryable = False
+    conflict = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retryable: bool | None = None,
+        conflict: bool | None = None,
+        latest_table_version: int | None = None,
+        code: str | None = None,
+        http_status: int | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        if retryable is not None:
+            self.retryable = retryable
+        if conflict is not None:
+            self.conflict = conflict
+        if code is not None:
+            self.code = code
+        if http_status is not None:
+            self.http_status = http_status
+        self.latest_table_version = latest_table_version
+
+    def to_envelope(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "retryable": self.retryable,
+                "conflict": self.conflict,
+                "latestTableVersion": self.latest_table_version,
+            }
+        }
+
+    def __repr__(self) -> str:
+        return (
+            f"{type(self).__name__}({self.message!r}, code={self.code}, retryable={self.retryable}, "
+            f"conflict={self.conflict}, latest_table_version={self.latest_table_version})"
+        )
+
+
+class InvalidArgumentError(CommitOwnerError):
+    """The request is malformed or names something impossible (400, false/false)."""
+
+    code = "INVALID_ARGUMENT"
+    http_status = 400
+
+
+class CommitFailedError(CommitOwnerError):
+    """A commit was not ratified. ``retryable``/``conflict`` say what to do (Delta's CommitFailedException)."""
+
+    code = "COMMIT_FAILED"
+    http_status = 409
+
+
+class InvalidCommitError(CommitFailedError):
+    """The commit itself is invalid: version 0, a gap, bad NDJSON, bad inCommitTimestamp (400, false/false)."""
+
+    code = "INVALID_COMMIT"
+    http_status = 400
+
+
+class CommitVersionConflictError(CommitFailedError):
+    """Another commit already holds this version; rebase onto ``latest_table_version`` (409, true/true)."""
+
+    code = "COMMIT_VERSION_CONFLICT"
+    http_status = 409
+    retryable = True
+    conflict = True
+
+
+class TableNotAcceptingCommitsError(CommitFailedError):
+    """The table no longer takes commits through this owner (released or fenced) (409, false/false)."""
+
+    code = "TABLE_NOT_ACCEPTING_COMMITS"
+    http_status = 409
+
+
+class IdempotencyKeyReusedError(CommitFailedError):
+    """An idempotency key was sent again with a different body or version (422, false/false)."""
+
+    code = "IDEMPOTENCY_KEY_REUSED"
+    http_status = 422
+
+
+class TooManyUnbackfilledCommitsError(CommitFailedError):
+    """The table's backlog of unbackfilled commits is full; backfill, then retry (429, true/false)."""
+
+    code = "TOO_MANY_UNBACKFILLED_COMMITS"
+    http_status = 429
+    retryable = True
+
+
+class ForeignCommitFileError(CommitOwnerError):
+    """``_delta_log/<v>.json`` exists with bytes the owner did not ratify: the table is fenced (409)."""
+
+    code = "FOREIGN_COMMIT_FILE"
+    http_status = 409
+
+
+class TableNotFoundError(CommitOwnerError):
+    """No table with this id or location is registered (404)."""
+
+    code = "TABLE_NOT_FOUND"
+    http_status = 404
+
+
+class TableAlreadyExistsError(CommitOwnerError):
+    """An owned table already holds this location (409)."""
+
+    code = "TABLE_ALREADY_EXISTS"
+    http_status = 409
+
+
+class PayloadTooLargeError(CommitOwnerError):
+    """The request body is larger than the configured limit (413)."""
+
+    code = "PAYLOAD_TOO_LARGE"
+    http_status = 413
+
+
+class UnauthenticatedError(CommitOwnerError):
+    """No credentials or bad credentials (401)."""
+
+    code = "UNAUTHENTICATED"
+    http_status = 401
+
+
+class PermissionDeniedError(CommitOwnerError):
+    """Valid credentials without the right for this table or action (403)."""
+
+    code = "PERMISSION_DENIED"
+    http_status = 403
+
+
+class UnavailableError(CommitOwnerError):
+    """The database or storage cannot be reached, or the service is shutting down (503, true/false)."""
+
+    code = "UNAVAILABLE"
+    http_status = 503
+    retryable = True
+
+
+class CommitStateUnknownError(CommitOwnerError):
+    """The client gave up without learning whether its commit landed (retries exhausted on transient errors).
+
+    Ask the owner (``get_commits`` / ``get_table``) before committing the same change again, or
+    resend with the same idempotency key, which can never create a second version.
+    """
+
+    code = "COMMIT_STATE_UNKNOWN"
+    http_status = 0
+    retryable = True
+
+
+class InternalError(CommitOwnerError):
+    """A bug in the owner; the message never carries a stack trace (500)."""
+
+    code = "INTERNAL"
+    http_status = 500
+
+
+_BY_CODE: dict[str, type[CommitOwnerError]] = {
+    cls.code: cls
+    for cls in (
+        InvalidArgumentError,
+        CommitFailedError,
+        InvalidCommitError,
+        CommitVersionConflictError,
+        TableNotAcceptingCommitsError,
+        IdempotencyKeyReusedError,
+        TooManyUnbackfilledCommitsError,
+        ForeignCommitFileError,
+        TableNotFoundError,
+        TableAlreadyExistsError,
+        PayloadTooLargeError,
+        UnauthenticatedError,
+        PermissionDeniedError,
+        UnavailableError,
+        InternalError,
+    )
+}
+
+
+def error_from_envelope(status: int, body: Any) -> CommitOwnerError:
+    """Rebuild the exception a server reply describes (unknown shapes become a generic error)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        cls = UnavailableError if status >= 500 else CommitOwnerError
+        return cls(f"HTTP {status} without an error envelope", http_status=status)
+    code = str(err.get("code", "INTERNAL"))
+    cls = _BY_CODE.get(code, CommitOwnerError)
+    return cls(
+        str(err.get("message", "")),
+        retryable=bool(err.get("retryable", False)),
+        conflict=bool(err.get("conflict", False)),
+        latest_table_version=err.get("latestTableVersion"),
+        code=code,
+        http_status=status,
+    )
+
+
+__all__ = [name for name in dir() if name.endswith("Error")] + ["error_from_envelope"]

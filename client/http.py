@@ -1,0 +1,255 @@
+"""The synchronous HTTP client of the commit owner (standard library only, safe to share across threads).
+
+Transient failures (connection errors, timeouts, 503, 5xx) are retried with exponential backoff,
+full jitter and a total deadline. Commits always carry an idempotency key (one is generated when the
+caller gives none) and every retry reuses it, so a retry after a lost reply can never create a
+second version: the owner answers it with the original result.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import threading
+import time
+import uuid
+from typing import Any, Iterable, Mapping
+from urllib.parse import urlencode, urlsplit
+
+from .errors import (
+    CommitOwnerError,
+    CommitStateUnknownError,
+    TooManyUnbackfilledCommitsError,
+    UnavailableError,
+    error_from_envelope,
+)
+from .models import Commit, CommitsPage, TableInfo
+
+Actions = bytes | str | Iterable[Mapping[str, Any] | str]
+
+_NO_BODY = object()
+
+
+def encode_actions(actions: Actions) -> bytes:
+    """Turn actions into the exact NDJSON bytes of a commit file (one action per line, trailing newline)."""
+    if isinstance(actions, bytes):
+        return actions
+    if isinstance(actions, str):
+        return actions.encode("utf-8")
+    lines = []
+    for a in actions:
+        line = a if isinstance(a, str) else json.dumps(a, separators=(",", ":"), ensure_ascii=False)
+        lines.append(line.rstrip("\n"))
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+class CommitOwnerClient:
+    """Client of one commit-owner service.
+
+    :param endpoint: base URL, e.g. ``http://127.0.0.1:8080``.
+    :param token: bearer token, if the service requires authentication.
+    :param timeout: seconds for one HTTP request.
+    :param deadline: total seconds a call may spend retrying transient failures.
+    """
+
+    def __init__(
+        self,
+        endpoint: str,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        deadline: float = 120.0,
+        backoff_base: float = 0.05,
+        backoff_max: float = 2.0,
+    ) -> None:
+        parts = urlsplit(endpoint.rstrip("/"))
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"endpoint must be an http(s) URL, got {endpoint!r}")
+        self.endpoint = endpoint.rstrip("/")
+        self._scheme = parts.scheme
+        self._host = parts.hostname
+        self._port = parts.port or (443 if parts.scheme == "https" else 80)
+        self._prefix = parts.path.rstrip("/") + "/api/v1"
+        self._token = token
+        self.timeout = timeout
+        self.deadline = deadline
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._local = threading.local()
+
+    # -- the Delta commit-owner contract ------------------------------------------------------------
+
+    def register_table(
+        self, location: str, *, current_version: int = -1, commit_dir: str = "_commits"
+    ) -> TableInfo:
+        """Register ``location`` with the owner; the table's version before ownership is ``current_version``.
+
+        Raises TableAlreadyExistsError, InvalidArgumentError.
+        """
+        body = {"location": location, "currentVersion": current_version, "commitDir": commit_dir}
+        return TableInfo.from_json(self._call("POST", "/tables", json_body=body))
+
+    def commit(
+        self,
+        table_id: str,
+        version: int,
+        actions: Actions,
+        *,
+        idempotency_key: str | None = None,
+        backfill_on_backlog: bool = True,
+    ) -> Commit:
+        """Ask the owner to ratify ``actions`` as ``version``.
+
+        Raises CommitFailedError (with ``retryable``/``conflict``/``latest_table_version``),
+        TableNotFoundError, CommitStateUnknownError when the outcome could not be learned.
+        """
+        key = idempotency_key or str(uuid.uuid4())
+        data = encode_actions(actions)
+        path = f"/tables/{table_id}/commits?" + urlencode({"version": int(version)})
+        headers = {"Content-Type": "application/x-ndjson", "Idempotency-Key": key}
+        started = time.monotonic()
+        while True:
+            try:
+                return Commit.from_json(self._call("POST", path, body=data, headers=headers, unknown_outcome=True))
+            except TooManyUnbackfilledCommitsError as e:
+                if not backfill_on_backlog or time.monotonic() - started > self.deadline:
+                    raise
+                latest = e.latest_table_version
+                if latest is not None and latest >= 0:
+                    self.backfill_to_version(table_id, latest)
+                else:
+                    self._sleep(1, started)
+
+    def get_commits(
+        self, table_id: str, start_version: int | None = None, end_version: int | None = None
+    ) -> CommitsPage:
+        """Unbackfilled commits in ``[start_version, end_version]``, ascending, and the latest ratified version."""
+        q = {}
+        if start_version is not None:
+            q["startVersion"] = int(start_version)
+        if end_version is not None:
+            q["endVersion"] = int(end_version)
+        path = f"/tables/{table_id}/commits" + ("?" + urlencode(q) if q else "")
+        return CommitsPage.from_json(self._call("GET", path))
+
+    def backfill_to_version(
+        self, table_id: str, version: int, last_known_backfilled_version: int | None = None
+    ) -> TableInfo:
+        """Return once every version <= ``version`` exists as ``_delta_log/<v>.json``."""
+        body: dict[str, Any] = {"version": int(version)}
+        if last_known_backfilled_version is not None:
+            body["lastKnownBackfilledVersion"] = int(last_known_backfilled_version)
+        return TableInfo.from_json(self._call("POST", f"/tables/{table_id}/backfill", json_body=body))
+
+    def get_table(self, table_id: str | None = None, *, location: str | None = None) -> TableInfo:
+        """Look a table up by id or by location. Raises TableNotFoundError."""
+        if (table_id is None) == (location is None):
+            raise ValueError("give exactly one of table_id and location")
+        if table_id is not None:
+            return TableInfo.from_json(self._call("GET", f"/tables/{table_id}"))
+        return TableInfo.from_json(self._call("GET", "/tables?" + urlencode({"location": location})))
+
+    def forget_table(self, table_id: str) -> None:
+        """Drop a registration whose first put-if-absent (version 0 or the ownership commit) never landed.
+
+        The owner refuses once the table's first commit is published. Raises TableNotFoundError,
+        InvalidArgumentError (already published).
+        """
+        self._call("DELETE", f"/tables/{table_id}")
+
+    def list_tables(self) -> list[TableInfo]:
+        return [TableInfo.from_json(t) for t in self._call("GET", "/tables")["tables"]]
+
+    def close(self) -> None:
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    def __enter__(self) -> "CommitOwnerClient":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- transport ----------------------------------------------------------------------------------
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            cls = http.client.HTTPSConnection if self._scheme == "https" else http.client.HTTPConnection
+            conn = cls(self._host, self._port, timeout=self.timeout)
+            self._local.conn = conn
+        return conn
+
+    def _sleep(self, attempt: int, started: float) -> bool:
+        remaining = self.deadline - (time.monotonic() - started)
+        if remaining <= 0:
+            return False
+        delay = random.uniform(0, min(self.backoff_max, self.backoff_base * (2**attempt)))
+        time.sleep(min(delay, remaining))
+        return True
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = _NO_BODY,
+        body: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        unknown_outcome: bool = False,
+    ) -> Any:
+        hdrs = {"Accept": "application/json"}
+        if headers:
+            hdrs.update(headers)
+        if json_body is not _NO_BODY:
+            body = json.dumps(json_body).encode()
+            hdrs["Content-Type"] = "application/json"
+        if self._token:
+            hdrs["Authorization"] = f"Bearer {self._token}"
+        started = time.monotonic()
+        attempt = 0
+        last: BaseException | None = None
+        while True:
+            sent = False
+            try:
+                conn = self._connection()
+                conn.request(method, self._prefix + path, body=body, headers=hdrs)
+                sent = True
+                resp = conn.getresponse()
+                raw = resp.read()
+                status = resp.status
+            except (OSError, http.client.HTTPException) as e:
+                self.close()
+                last = e
+                if not sent and attempt == 0 and isinstance(e, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)):
+                    # a kept-alive connection closed by the server before we used it: reconnect at once
+                    attempt += 1
+                    continue
+                attempt += 1
+                if self._sleep(attempt, started):
+                    continue
+                if unknown_outcome:
+                    raise CommitStateUnknownError(
+                        f"gave up after {attempt} attempts; the commit may or may not have landed: {e}"
+                    ) from e
+                raise UnavailableError(f"commit owner unreachable at {self.endpoint}: {e}") from e
+            try:
+                payload = json.loads(raw) if raw else None
+            except ValueError:
+                payload = None
+            if 200 <= status < 300:
+                return payload
+            err = error_from_envelope(status, payload)
+            transient = status >= 500 or (err.retryable and not err.conflict and status != 429)
+            if transient:
+                last = err
+                attempt += 1
+                if self._sleep(attempt, started):
+                    continue
+                if unknown_outcome and status != 503:
+                    raise CommitStateUnknownError(f"gave up after {attempt} attempts: {err.message}") from err
+                raise err
+            raise err

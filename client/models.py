@@ -1,0 +1,75 @@
+"""Plain value types returned by the client (no server dependencies)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Commit:
+    """One ratified commit: Delta's ``Commit(version, fileStatus, commitTimestamp)``."""
+
+    version: int
+    file_name: str
+    path: str
+    file_size: int
+    file_modification_time: int
+    commit_timestamp: int
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Commit":
+        return cls(
+            version=int(d["version"]),
+            file_name=str(d["fileName"]),
+            path=str(d["path"]),
+            file_size=int(d["fileSize"]),
+            file_modification_time=int(d["fileModificationTime"]),
+            commit_timestamp=int(d["commitTimestamp"]),
+        )
+
+
+@dataclass(frozen=True)
+class CommitsPage:
+    """Delta's ``GetCommitsResponse``: unbackfilled commits in range, ascending, and the latest ratified version."""
+
+    commits: list[Commit]
+    latest_table_version: int
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "CommitsPage":
+        return cls(
+            commits=[Commit.from_json(c) for c in d.get("commits", [])],
+            latest_table_version=int(d["latestTableVersion"]),
+        )
+
+
+@dataclass(frozen=True)
+class TableInfo:
+    """What the owner knows about one table."""
+
+    table_id: str
+    location: str
+    commit_dir: str
+    latest_table_version: int
+    latest_backfilled_version: int
+    accepting_commits: bool
+    unbackfilled_commits: int
+    table_conf: dict[str, str] = field(default_factory=dict)
+    status: str = "ACTIVE"
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "TableInfo":
+        return cls(
+            table_id=str(d["tableId"]),
+            location=str(d["location"]),
+            commit_dir=str(d.get("commitDir", "_commits")),
+            latest_table_version=int(d.get("latestTableVersion", -1)),
+            latest_backfilled_version=int(d.get("latestBackfilledVersion", -1)),
+            accepting_commits=bool(d.get("acceptingCommits", True)),
+            unbackfilled_commits=int(d.get("unbackfilledCommits", 0)),
+            table_conf=dict(d.get("tableConf") or {"tableId": str(d["tableId"])}),
+            status=str(d.get("status", "ACTIVE")),
+            raw=d,
+        )

@@ -1,0 +1,321 @@
+"""A small snapshot reader for owned (and plain filesystem) Delta tables.
+
+How a snapshot is resolved (PROTOCOL.md section 4):
+
+1. List ``_delta_log``: published commits ``<v>.json``, complete checkpoints, ``_last_checkpoint``.
+2. Call ``after_listing(attempt, listing)`` if given. This is the place where, in tests, a backfill is made to
+   land between listing and asking the owner; in production it is None.
+3. Replay the published log; if its properties name an owner, ask the owner for unbackfilled commits above
+   the highest listed version.
+4. A gap means a backfill landed between 1 and 3: the first commit returned is above highest listed + 1, or
+   the owner's latest version is above the highest version known. Then list again (up to ``max_relists``).
+   Versions both listed and returned by the owner are read from the published file (it wins).
+5. Apply the owner's commits, reading each staged file. A staged file that vanished (backfilled and cleaned
+   up meanwhile) also means list again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .checkpoint import read_checkpoint_parts
+from .delta_log import OwnerRef, owner_ref, parse_actions, parse_checkpoint_file, parse_delta_file
+from .http import CommitOwnerClient
+from .lifecycle_errors import IncompleteLogError, NotADeltaTableError, SnapshotRaceError, VersionNotFoundError
+from .models import Commit
+from .storage import LogStorage
+
+__all__ = ["Listing", "Snapshot", "latest_version", "load_snapshot", "AfterListing"]
+
+
+@dataclass(frozen=True)
+class Listing:
+    """What one listing of ``_delta_log`` found."""
+
+    deltas: dict[int, str]
+    checkpoints: dict[int, list[str]]
+    last_checkpoint: dict[str, Any] | None
+
+    @property
+    def max_version(self) -> int:
+        """Highest version with a published commit or checkpoint, -1 when none."""
+        return max([*self.deltas, *self.checkpoints, -1])
+
+
+AfterListing = Callable[[int, Listing], None]
+
+
+@dataclass
+class Snapshot:
+    """The state of a table at one version."""
+
+    location: str
+    version: int
+    protocol: dict[str, Any]
+    metadata: dict[str, Any]
+    files: list[dict[str, Any]]
+    txns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    domain_metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+    in_commit_timestamp: int | None = None
+    #: ``commitInfo.timestamp`` of the snapshot's version, when it has one.
+    commit_timestamp: int | None = None
+    owner: OwnerRef | None = None
+    #: The owner's latestTableVersion when it was asked, else None.
+    owner_latest_version: int | None = None
+    #: Versions read from staged files (not yet published when read).
+    unbackfilled_versions: list[int] = field(default_factory=list)
+    relists: int = 0
+
+    @property
+    def schema(self) -> dict[str, Any]:
+        return json.loads(self.metadata.get("schemaString") or "{}")
+
+    @property
+    def properties(self) -> dict[str, str]:
+        return dict(self.metadata.get("configuration") or {})
+
+    @property
+    def partition_columns(self) -> list[str]:
+        return list(self.metadata.get("partitionColumns") or [])
+
+    @property
+    def file_paths(self) -> list[str]:
+        return sorted(a["path"] for a in self.files)
+
+
+class _State:
+    def __init__(self) -> None:
+        self.version = -1
+        self.protocol: dict[str, Any] | None = None
+        self.metadata: dict[str, Any] | None = None
+        self.files: dict[tuple[str, str], dict[str, Any]] = {}
+        self.txns: dict[str, dict[str, Any]] = {}
+        self.domains: dict[str, dict[str, Any]] = {}
+        self.ict: int | None = None
+        self.timestamp: int | None = None
+
+    def apply(self, version: int, actions: list[dict[str, Any]]) -> None:
+        self.ict = None
+        self.timestamp = None
+        for action in actions:
+            (kind, body), = action.items()
+            if kind == "add":
+                self.files[_file_key(body)] = body
+            elif kind == "remove":
+                self.files.pop(_file_key(body), None)
+            elif kind == "metaData":
+                self.metadata = body
+            elif kind == "protocol":
+                self.protocol = body
+            elif kind == "txn":
+                self.txns[body["appId"]] = body
+            elif kind == "domainMetadata":
+                if body.get("removed"):
+                    self.domains.pop(body["domain"], None)
+                else:
+                    self.domains[body["domain"]] = body
+            elif kind == "commitInfo":
+                if body.get("inCommitTimestamp") is not None:
+                    self.ict = int(body["inCommitTimestamp"])
+                if body.get("timestamp") is not None:
+                    self.timestamp = int(body["timestamp"])
+        self.version = version
+
+
+def _file_key(body: Mapping[str, Any]) -> tuple[str, str]:
+    dv = body.get("deletionVector") or {}
+    dv_id = ""
+    if dv:
+        dv_id = f"{dv.get('storageType')}{dv.get('pathOrInlineDv')}"
+        if dv.get("offset") is not None:
+            dv_id += f"@{dv['offset']}"
+    return str(body["path"]), dv_id
+
+
+def list_log(storage: LogStorage) -> Listing:
+    """One listing of ``_delta_log``: published commits, complete classic checkpoints, ``_last_checkpoint``."""
+    deltas: dict[int, str] = {}
+    parts: dict[tuple[int, int], dict[int, str]] = {}
+    has_hint = False
+    for entry in storage.list():
+        if entry.name == "_last_checkpoint":
+            has_hint = True
+            continue
+        v = parse_delta_file(entry.name)
+        if v is not None:
+            deltas[v] = entry.name
+            continue
+        cp = parse_checkpoint_file(entry.name)
+        if cp is not None:
+            parts.setdefault((cp[0], cp[2]), {})[cp[1]] = entry.name
+    checkpoints: dict[int, list[str]] = {}
+    for (v, n), got in parts.items():
+        if len(got) == n and v not in checkpoints:
+            checkpoints[v] = [got[i] for i in sorted(got)]
+    hint = None
+    if has_hint:
+        try:
+            hint = json.loads(storage.read("_last_checkpoint"))
+        except (FileNotFoundError, ValueError):
+            hint = None  # a torn or vanished hint is only a hint
+    return Listing(deltas=deltas, checkpoints=checkpoints, last_checkpoint=hint)
+
+
+def _checkpoint_candidates(listing: Listing, version: int) -> list[tuple[int, list[str]]]:
+    """Complete checkpoints at or below ``version``, newest first; ``_last_checkpoint`` adds one the listing missed."""
+    found = {v: names for v, names in listing.checkpoints.items() if v <= version}
+    hint = listing.last_checkpoint or {}
+    hv = hint.get("version")
+    if isinstance(hv, int) and 0 <= hv <= version and hv not in found:
+        n = int(hint.get("parts") or 1)
+        found[hv] = [f"{hv:020d}.checkpoint.parquet"] if n == 1 else [
+            f"{hv:020d}.checkpoint.{i:010d}.{n:010d}.parquet" for i in range(1, n + 1)]
+    return sorted(found.items(), reverse=True)
+
+
+def _replay_published(storage: LogStorage, listing: Listing, version: int) -> _State:
+    """Replay the published log up to ``version``, from the newest usable checkpoint at or below it."""
+    for cp, names in _checkpoint_candidates(listing, version):
+        if all(v in listing.deltas for v in range(cp + 1, version + 1)):
+            try:
+                actions = read_checkpoint_parts(storage.read(n) for n in names)
+            except FileNotFoundError:
+                continue  # a hint naming a deleted checkpoint: try an older one
+            state = _State()
+            state.apply(cp, actions)
+            return _replay_deltas(storage, listing, state, cp + 1, version)
+    missing = [v for v in range(0, version + 1) if v not in listing.deltas]
+    if missing:
+        raise IncompleteLogError(f"{storage.location}: no checkpoint covers version {missing[0]} and "
+                                 f"_delta_log/{missing[0]:020d}.json is missing")
+    return _replay_deltas(storage, listing, _State(), 0, version)
+
+
+def _replay_deltas(storage: LogStorage, listing: Listing, state: _State, start: int, end: int) -> _State:
+    for v in range(start, end + 1):
+        try:
+            state.apply(v, parse_actions(storage.read(listing.deltas[v])))
+        except FileNotFoundError:
+            raise IncompleteLogError(f"{storage.location}: _delta_log/{v:020d}.json vanished while reading") from None
+    return state
+
+
+def _read_staged(storage: LogStorage, commit: Commit) -> bytes:
+    path = commit.path
+    if "://" in path or path.startswith("/"):
+        return storage.read_uri(path)
+    if "/" in path:
+        return storage.read(path[len("_delta_log/"):] if path.startswith("_delta_log/") else path)
+    for folder in ("_commits", "_staged_commits"):
+        try:
+            return storage.read(f"{folder}/{commit.file_name}")
+        except FileNotFoundError:
+            continue
+    raise FileNotFoundError(commit.file_name)
+
+
+class _Relist(Exception):
+    """Internal: the listing missed a backfill; list again."""
+
+
+def load_snapshot(
+    location: str,
+    version: int | None = None,
+    *,
+    client: CommitOwnerClient | None = None,
+    token: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    ask_owner: bool = True,
+    after_listing: AfterListing | None = None,
+    max_relists: int = 10,
+) -> Snapshot:
+    """The table at ``location`` at ``version`` (latest when None), including unbackfilled commits.
+
+    :param client: the owner's client; when None and the table names an owner, one is built from the
+        endpoint in the table's owner conf (with ``token``).
+    :param ask_owner: False reads only the published log (what an owner-unaware reader sees).
+    :param after_listing: called with ``(attempt, listing)`` after every listing, before the owner is asked.
+    Raises NotADeltaTableError, VersionNotFoundError, IncompleteLogError, SnapshotRaceError (retryable) when
+    listings kept missing backfills, CheckpointUnreadableError (pyarrow missing), and the owner's errors.
+    """
+    storage = LogStorage(location, storage_options)
+    for attempt in range(max_relists + 1):
+        listing = list_log(storage)
+        if after_listing is not None:
+            after_listing(attempt, listing)
+        top = listing.max_version
+        if top < 0:
+            raise NotADeltaTableError(f"{storage.location} is not a Delta table: _delta_log holds no commit")
+        try:
+            snap = _resolve(storage, listing, version, client, token, ask_owner)
+        except _Relist:
+            continue
+        snap.relists = attempt
+        return snap
+    raise SnapshotRaceError(f"{storage.location}: the log kept changing under {max_relists} listings; try again")
+
+
+def _resolve(storage: LogStorage, listing: Listing, version: int | None, client: CommitOwnerClient | None,
+             token: str | None, ask_owner: bool) -> Snapshot:
+    top = listing.max_version
+    state = _replay_published(storage, listing, top if version is None else min(version, top))
+    if state.metadata is None or state.protocol is None:
+        raise IncompleteLogError(f"{storage.location}: the log has no metaData or protocol at version {state.version}")
+    ref = owner_ref(state.metadata.get("configuration") or {})
+    owner_latest: int | None = None
+    staged: list[int] = []
+    if ref is not None and ask_owner and (version is None or version > top):
+        if ref.table_id is None:
+            raise IncompleteLogError(f"{storage.location}: the owner properties carry no tableId")
+        owner = client or CommitOwnerClient(ref.endpoint or "", token=token)
+        page = owner.get_commits(ref.table_id, start_version=top + 1, end_version=version)
+        owner_latest = page.latest_table_version
+        expected = top + 1
+        commits = [c for c in page.commits if c.version > top]  # listed (published) versions win
+        for c in commits:
+            if c.version != expected:
+                raise _Relist()
+            expected += 1
+        known = expected - 1
+        wanted = owner_latest if version is None else version
+        if wanted > known:
+            if owner_latest > known:
+                raise _Relist()
+            raise VersionNotFoundError(f"version {version} of {storage.location} does not exist (latest {known})")
+        for c in commits:
+            if c.version > wanted:
+                break
+            try:
+                data = _read_staged(storage, c)
+            except FileNotFoundError:
+                raise _Relist() from None  # backfilled and cleaned up since the owner answered
+            state.apply(c.version, parse_actions(data))
+            staged.append(c.version)
+    elif version is not None and version > top:
+        raise VersionNotFoundError(f"version {version} of {storage.location} does not exist (latest published {top})")
+    # The properties at the resolved version decide the owner (a release commit removes it).
+    final_md = state.metadata or {}
+    return Snapshot(
+        location=storage.location,
+        version=state.version,
+        protocol=dict(state.protocol or {}),
+        metadata=dict(final_md),
+        files=list(state.files.values()),
+        txns=state.txns,
+        domain_metadata=state.domains,
+        in_commit_timestamp=state.ict,
+        commit_timestamp=state.timestamp,
+        owner=owner_ref(final_md.get("configuration") or {}),
+        owner_latest_version=owner_latest,
+        unbackfilled_versions=staged,
+    )
+
+
+def latest_version(location: str, **kwargs: Any) -> int:
+    """The exact latest version of the table (published or ratified by its owner).
+
+    Takes the keyword arguments of :func:`load_snapshot` and raises what it raises.
+    """
+    return load_snapshot(location, None, **kwargs).version

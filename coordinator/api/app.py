@@ -1,0 +1,72 @@
+"""Building the aiohttp application: routes, middleware and one cleanup context per resource."""
+
+from __future__ import annotations
+
+import logging
+from typing import AsyncIterator
+
+from aiohttp import web
+
+from backfill.worker import Backfiller
+
+from ..service import CommitService
+from ..settings import Settings
+from ..storage import StorageRouter
+from ..store import OwnershipStore, check_schema, create_engine
+from . import commits, health, tables
+from .errors import error_middleware
+from .keys import BACKFILLER, SERVICE, SETTINGS, STORAGE, STORE
+
+log = logging.getLogger("commit_owner.app")
+
+API = "/api/v1"
+
+
+async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
+    s = app[SETTINGS]
+    engine = create_engine(s.database_url, pool_size=s.db_pool_size, timeout=s.request_timeout_seconds)
+    try:
+        await check_schema(engine)
+        app[STORE] = OwnershipStore(engine)
+        yield
+    finally:
+        await engine.dispose()
+
+
+async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
+    router = StorageRouter(app[SETTINGS])
+    app[STORAGE] = router
+    try:
+        yield
+    finally:
+        await router.close()
+
+
+async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
+    s = app[SETTINGS]
+    service = CommitService(s, app[STORE], app[STORAGE])
+    backfiller = Backfiller(app[STORE], app[STORAGE], s, background=s.backfill)
+    service.backfiller = backfiller
+    app[SERVICE] = service
+    app[BACKFILLER] = backfiller
+    await backfiller.start()
+    try:
+        yield
+    finally:
+        await backfiller.stop()
+
+
+def create_app(settings: Settings) -> web.Application:
+    app = web.Application(middlewares=[error_middleware], client_max_size=settings.max_body_bytes)
+    app[SETTINGS] = settings
+    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx])
+    app.router.add_get("/healthz", health.healthz)
+    app.router.add_get("/readyz", health.readyz)
+    app.router.add_post(f"{API}/tables", tables.register_table)
+    app.router.add_get(f"{API}/tables", tables.list_tables)
+    app.router.add_get(f"{API}/tables/{{table_id}}", tables.get_table)
+    app.router.add_delete(f"{API}/tables/{{table_id}}", tables.forget_table)
+    app.router.add_post(f"{API}/tables/{{table_id}}/commits", commits.commit)
+    app.router.add_get(f"{API}/tables/{{table_id}}/commits", commits.get_commits)
+    app.router.add_post(f"{API}/tables/{{table_id}}/backfill", tables.backfill)
+    return app

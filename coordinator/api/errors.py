@@ -1,0 +1,107 @@
+"""The one JSON error envelope, built here for every error source.
+
+``{"error": {"code", "message", "retryable", "conflict", "latestTableVersion"}}``: errors of the
+CommitOwnerError family keep their code and flags; aiohttp's own HTTP errors (unknown route, wrong
+method, body too large) are mapped to codes; anything else is a 500 INTERNAL whose message carries no
+stack trace or host path (the trace goes to the log with the request id).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Awaitable, Callable
+
+import orjson
+from aiohttp import web
+
+from client.errors import CommitOwnerError, InternalError, InvalidArgumentError, PayloadTooLargeError
+
+log = logging.getLogger("commit_owner.api")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+_HTTP_CODES = {
+    400: "INVALID_ARGUMENT",
+    401: "UNAUTHENTICATED",
+    403: "PERMISSION_DENIED",
+    404: "NOT_FOUND",
+    405: "METHOD_NOT_ALLOWED",
+    413: "PAYLOAD_TOO_LARGE",
+    415: "UNSUPPORTED_MEDIA_TYPE",
+}
+
+
+def json_response(data: object, status: int = 200) -> web.Response:
+    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+
+
+def error_response(err: CommitOwnerError, request_id: str | None = None) -> web.Response:
+    resp = json_response(err.to_envelope(), status=err.http_status)
+    if request_id:
+        resp.headers["X-Request-Id"] = request_id
+    return resp
+
+
+@web.middleware
+async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    request_id = request.headers.get("X-Request-Id") or uuid.uuid4().hex
+    if len(request_id) > 64 or not request_id.isprintable():
+        request_id = uuid.uuid4().hex
+    request["request_id"] = request_id
+    try:
+        resp = await handler(request)
+    except CommitOwnerError as e:
+        request["outcome"] = e.code
+        return error_response(e, request_id)
+    except web.HTTPRequestEntityTooLarge as e:
+        request["outcome"] = "PAYLOAD_TOO_LARGE"
+        return error_response(PayloadTooLargeError(f"request body larger than {e.max_size} bytes"), request_id)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        code = _HTTP_CODES.get(e.status, "INVALID_ARGUMENT" if e.status < 500 else "INTERNAL")
+        request["outcome"] = code
+        err = CommitOwnerError(e.reason or code, code=code, http_status=e.status)
+        return error_response(err, request_id)
+    except Exception:
+        log.exception("unhandled error (request %s)", request_id)
+        request["outcome"] = "INTERNAL"
+        return error_response(InternalError(f"internal error; see the service log for request {request_id}"), request_id)
+    resp.headers["X-Request-Id"] = request_id
+    return resp
+
+
+def query_int(request: web.Request, name: str, *, required: bool = False) -> int | None:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        if required:
+            raise InvalidArgumentError(f"query parameter {name} is required")
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidArgumentError(f"query parameter {name} must be an integer") from None
+    if abs(value) > 2**62:
+        raise InvalidArgumentError(f"query parameter {name} is out of range")
+    return value
+
+
+def only_params(request: web.Request, allowed: set[str]) -> None:
+    unknown = sorted(set(request.query) - allowed)
+    if unknown:
+        raise InvalidArgumentError(f"unknown query parameter(s): {', '.join(unknown)}")
+
+
+async def json_body(request: web.Request, allowed: set[str]) -> dict:
+    raw = await request.read()
+    try:
+        body = orjson.loads(raw) if raw else {}
+    except orjson.JSONDecodeError:
+        raise InvalidArgumentError("request body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise InvalidArgumentError("request body must be a JSON object")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise InvalidArgumentError(f"unknown field(s): {', '.join(unknown)}")
+    return body

@@ -1,0 +1,18 @@
+"""Typed keys of the application's resources (no module-level singletons)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from backfill.worker import Backfiller
+
+from ..service import CommitService
+from ..settings import Settings
+from ..storage import StorageRouter
+from ..store import OwnershipStore
+
+SETTINGS = web.AppKey("settings", Settings)
+STORE = web.AppKey("store", OwnershipStore)
+STORAGE = web.AppKey("storage", StorageRouter)
+SERVICE = web.AppKey("service", CommitService)
+BACKFILLER = web.AppKey("backfiller", Backfiller)

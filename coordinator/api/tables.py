@@ -1,0 +1,69 @@
+"""Handlers of ``/api/v1/tables``: register, look up, list, backfill."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from client.errors import InvalidArgumentError
+
+from .errors import json_body, json_response, only_params
+from .keys import BACKFILLER, SERVICE, STORE
+from ..service import parse_uuid
+
+
+def _int_field(body: dict, name: str, *, default: int | None = None, minimum: int | None = None) -> int | None:
+    v = body.get(name, default)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62:
+        raise InvalidArgumentError(f"{name} must be an integer")
+    if minimum is not None and v < minimum:
+        raise InvalidArgumentError(f"{name} must be >= {minimum}")
+    return v
+
+
+async def register_table(request: web.Request) -> web.Response:
+    only_params(request, set())
+    body = await json_body(request, {"location", "currentVersion", "commitDir"})
+    location = body.get("location")
+    if not isinstance(location, str):
+        raise InvalidArgumentError("location is required and must be a string")
+    current = _int_field(body, "currentVersion", default=-1, minimum=-1)
+    commit_dir = body.get("commitDir")
+    if commit_dir is not None and not isinstance(commit_dir, str):
+        raise InvalidArgumentError("commitDir must be a string")
+    table = await request.app[SERVICE].register_table(location, current, commit_dir)  # type: ignore[arg-type]
+    return json_response(table.to_json(), status=201)
+
+
+async def forget_table(request: web.Request) -> web.Response:
+    only_params(request, set())
+    table_id = parse_uuid(request.match_info["table_id"], "table id")
+    await request.app[SERVICE].forget_table(table_id)
+    return web.Response(status=204)
+
+
+async def get_table(request: web.Request) -> web.Response:
+    only_params(request, set())
+    table_id = parse_uuid(request.match_info["table_id"], "table id")
+    return json_response((await request.app[STORE].get_table(table_id)).to_json())
+
+
+async def list_tables(request: web.Request) -> web.Response:
+    only_params(request, {"location"})
+    location = request.query.get("location")
+    if location is not None:
+        table = await request.app[SERVICE].find_table(location)
+        return json_response(table.to_json())
+    tables = await request.app[STORE].list_tables()
+    return json_response({"tables": [t.to_json() for t in tables]})
+
+
+async def backfill(request: web.Request) -> web.Response:
+    only_params(request, set())
+    table_id = parse_uuid(request.match_info["table_id"], "table id")
+    body = await json_body(request, {"version", "lastKnownBackfilledVersion"})
+    version = _int_field(body, "version", minimum=0)
+    last_known = _int_field(body, "lastKnownBackfilledVersion", minimum=-1)
+    table = await request.app[BACKFILLER].backfill(table_id, version, last_known_backfilled=last_known)
+    return json_response(table.to_json())

@@ -1,0 +1,197 @@
+"""The `commit-owner` command line.
+
+Exit codes: 0 success, 1 the work failed (e.g. some backfills failed), 2 bad usage or configuration,
+3 the database schema is out of date.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any, Callable
+
+import click
+
+from .settings import SETTINGS, Settings
+
+
+def _settings_options(names: tuple[str, ...] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Add one flag per declared setting (the single declaration in settings.py)."""
+
+    def deco(f: Callable[..., Any]) -> Callable[..., Any]:
+        for s in reversed(SETTINGS):
+            if names is not None and s.name not in names:
+                continue
+            if s.type.__name__ == "_bool":
+                f = click.option(f"{s.option}/--no-{s.option[2:]}", s.name, default=None, help=s.help)(f)
+            else:
+                f = click.option(s.option, s.name, default=None, type=s.type if s.type in (int, float) else str,
+                                 help=f"{s.help} [env {s.env}; default {s.default!r}]")(f)
+        return f
+
+    return deco
+
+
+def _load(config: str | None, **overrides: Any) -> Settings:
+    try:
+        return Settings.load(overrides, config_file=config)
+    except (ValueError, OSError) as e:
+        raise click.UsageError(str(e)) from None
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="delta-commit-owner")
+def main() -> None:
+    """delta-commit-owner: a commit owner for Delta Lake managed commits.
+
+    Writers send commits to the owner's HTTP API; the owner writes them to
+    _delta_log/_commits, ratifies exactly one file per version in its database and
+    backfills them in order to _delta_log/<v>.json.
+    """
+
+
+@main.command()
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@_settings_options()
+def serve(config: str | None, **overrides: Any) -> None:
+    """Run the HTTP API (and, unless --no-backfill, the backfiller)."""
+    from aiohttp import web
+
+    from .api import create_app
+    from .logs import setup_logging
+    from .store import SchemaOutOfDateError, check_schema, create_engine
+
+    settings = _load(config, **overrides)
+    setup_logging(settings.log_level, settings.log_format)
+
+    async def schema_ok() -> None:
+        engine = create_engine(settings.database_url)
+        try:
+            await check_schema(engine)
+        finally:
+            await engine.dispose()
+
+    try:
+        asyncio.run(schema_ok())
+    except SchemaOutOfDateError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(3)
+    except Exception as e:  # noqa: BLE001
+        click.echo(f"error: cannot reach the database: {type(e).__name__}: {e}", err=True)
+        sys.exit(2)
+    click.echo(f"commit-owner listening on http://{settings.host}:{settings.port}", err=True)
+    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None,
+                access_log=None, shutdown_timeout=10.0)
+
+
+@main.command()
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@_settings_options(("database_url",))
+def migrate(config: str | None, **overrides: Any) -> None:
+    """Create or upgrade the ownership store's schema (Alembic migrations in schema/)."""
+    from .store import migrate as do_migrate
+
+    settings = _load(config, **overrides)
+    head = do_migrate(settings.database_url)
+    click.echo(f"database at schema revision {head}")
+
+
+@main.command("backfill-worker")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@_settings_options()
+def backfill_worker(config: str | None, **overrides: Any) -> None:
+    """Run only the backfiller, for deployments that separate it from the API."""
+    from .logs import setup_logging
+    from .worker_main import run_worker
+
+    settings = _load(config, **overrides)
+    setup_logging(settings.log_level, settings.log_format)
+    sys.exit(asyncio.run(run_worker(settings)))
+
+
+@main.command()
+@click.option("--table", "table", default=None, help="Table location or id.")
+@click.option("--all", "all_tables", is_flag=True, help="Every table with unbackfilled commits.")
+@click.option("--to-version", type=int, default=None, help="Backfill through this version (default: latest).")
+@click.option("--endpoint", default=None, help="Go through a running service's API at this URL.")
+@click.option("--token", envvar="COMMIT_OWNER_TOKEN", default=None, help="Bearer token for --endpoint.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@_settings_options(("database_url", "s3_endpoint_url", "s3_region", "s3_access_key_id", "s3_secret_access_key"))
+def backfill(table: str | None, all_tables: bool, to_version: int | None, endpoint: str | None, token: str | None,
+             as_json: bool, progress: bool | None, config: str | None, **overrides: Any) -> None:
+    """Force backfill of one table or all of them, through the API or straight against the database."""
+    from .ops import run_backfill
+
+    if bool(table) == bool(all_tables):
+        raise click.UsageError("give exactly one of --table and --all")
+    settings = _load(config, **overrides)
+    show = sys.stderr.isatty() if progress is None else progress
+    summary = run_backfill(settings, table=table, to_version=to_version, endpoint=endpoint, token=token,
+                           progress=show)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        click.echo(f"tables done: {summary['tables_done']}, versions published: {summary['versions_published']}, "
+                   f"failures: {len(summary['failures'])}")
+        for f in summary["failures"]:
+            click.echo(f"  FAILED {f['table']}: {f['reason']}")
+    sys.exit(1 if summary["failures"] else 0)
+
+
+@main.group()
+def tables() -> None:
+    """Inspect owned tables (straight from the database)."""
+
+
+@tables.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@_settings_options(("database_url",))
+def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
+    """Every table: location, latest, backfilled, unbackfilled, accepting, last commit time."""
+    from .ops import list_tables
+
+    rows = list_tables(_load(config, **overrides))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'TABLE ID':36}  {'LATEST':>7}  {'BACKFILLED':>10}  {'UNBACKFILLED':>12}  {'ACCEPTING':9}  {'STATUS':8}  LOCATION")
+    for r in rows:
+        click.echo(f"{r['tableId']:36}  {r['latestTableVersion']:>7}  {r['latestBackfilledVersion']:>10}  "
+                   f"{r['unbackfilledCommits']:>12}  {str(r['acceptingCommits']).lower():9}  {r['status']:8}  {r['location']}")
+
+
+@tables.command("show")
+@click.argument("table")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--limit", default=20, show_default=True, help="How many recent commits to show.")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@_settings_options(("database_url",))
+def tables_show(table: str, as_json: bool, limit: int, config: str | None, **overrides: Any) -> None:
+    """One table (by id or location) with its recent commits from the audit trail."""
+    from client.errors import CommitOwnerError
+
+    from .ops import show_table
+
+    try:
+        info = show_table(_load(config, **overrides), table, limit)
+    except CommitOwnerError as e:
+        click.echo(f"error: {e.message}", err=True)
+        sys.exit(1)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    for k in ("tableId", "location", "commitDir", "status", "statusReason", "acceptingCommits", "latestTableVersion",
+              "latestBackfilledVersion", "unbackfilledCommits", "backfillError"):
+        click.echo(f"{k:24} {info.get(k)}")
+    click.echo("recent commits:")
+    for c in info["recentCommits"]:
+        click.echo(f"  v{c['version']:<8} {c['fileName']}  ict={c['commitTimestamp']}  "
+                   f"{'backfilled' if c['backfilled'] else 'UNBACKFILLED'}")
+
+
+if __name__ == "__main__":
+    main()

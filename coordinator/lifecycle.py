@@ -1,0 +1,106 @@
+"""Registration guards and "forget a proposal": the owner's side of creating and taking over tables.
+
+* Registration at ``currentVersion`` r is checked against the log: r = -1 needs a location without
+  published commits; r >= 0 needs ``<r>.json`` (or a checkpoint of r) to be the newest version.
+* A registration whose first commit (``<r+1>.json``) never landed may be forgotten, so that the next
+  attempt can register again. Once that file is published naming this table id, the owner never
+  forgets (or refuses) the table: it is owned.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from client.delta_log import owner_ref, parse_actions
+from client.errors import CommitOwnerError, InvalidArgumentError, TableAlreadyExistsError, UnavailableError
+from client.lifecycle_errors import NotADeltaTableError, VersionMismatchError
+
+from .locations import delta_file, log_dir
+from .storage import LogStorage
+
+if TYPE_CHECKING:
+    from .store import OwnershipStore
+
+_VERSIONED = re.compile(r"^(\d{20})\.(json|checkpoint\.parquet|checkpoint\.\d{10}\.\d{10}\.parquet)$")
+
+
+async def check_log_matches(storage: LogStorage, location: str, current_version: int) -> None:
+    """Raise unless ``current_version`` is the newest version of the log at ``location``.
+
+    Raises TableAlreadyExistsError (-1 but the log has commits), NotADeltaTableError (no log),
+    VersionMismatchError, UnavailableError when storage cannot be read.
+    """
+    try:
+        names = await storage.list_names(log_dir(location))
+    except OSError as e:
+        raise UnavailableError(f"log storage unavailable while checking the log: {type(e).__name__}") from e
+    versions = {int(m.group(1)) for m in map(_VERSIONED.match, names) if m}
+    newest = max(versions, default=-1)
+    if current_version == -1:
+        if newest >= 0:
+            raise TableAlreadyExistsError(f"{location} already holds a Delta table at version {newest}")
+        return
+    if newest < 0:
+        raise NotADeltaTableError(f"{location} is not a Delta table: _delta_log holds no commit")
+    if newest != current_version or current_version not in versions:
+        raise VersionMismatchError(
+            f"currentVersion {current_version} does not match the log of {location}: its newest version is {newest}",
+            latest_table_version=newest)
+
+
+async def first_commit_names(storage: LogStorage, location: str, version: int, table_id: str) -> bool:
+    """Whether ``<version>.json`` is published and its metaData names ``table_id`` as owned by us.
+
+    Raises UnavailableError when storage cannot be read.
+    """
+    try:
+        data = await storage.read(delta_file(location, version))
+    except FileNotFoundError:
+        return False
+    except OSError as e:
+        raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
+    try:
+        actions = parse_actions(data)
+    except CommitOwnerError:
+        return False
+    for action in actions:
+        md = action.get("metaData")
+        if isinstance(md, dict):
+            try:
+                ref = owner_ref(md.get("configuration") or {})
+            except InvalidArgumentError:
+                return False
+            return ref is not None and ref.table_id == table_id
+    return False
+
+
+class OwnershipPublishedError(InvalidArgumentError):
+    """The table's first commit is published naming this owner; it cannot be forgotten (400)."""
+
+    code = "OWNERSHIP_PUBLISHED"
+
+
+async def clear_dead_proposal(store: "OwnershipStore", storage: LogStorage, location: str) -> bool:
+    """Forget the registration holding ``location`` if its first commit can never land. Returns whether it did.
+
+    Dead means: no commit was ratified through the owner and ``<base>.json`` is published by someone
+    else (a proposer lost its put-if-absent and stopped before asking to forget). A registration whose
+    first commit is not published yet may be live (its put may still come) and is kept.
+    Raises UnavailableError when storage cannot be read.
+    """
+    from client.errors import TableNotFoundError
+
+    try:
+        held = await store.find_table(location)
+    except TableNotFoundError:
+        return True  # forgotten meanwhile: registering again may succeed
+    if held.latest_version != held.base_version:
+        return False
+    try:
+        published = await storage.exists(delta_file(location, held.base_version))
+    except OSError as e:
+        raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
+    if not published or await first_commit_names(storage, location, held.base_version, held.table_id):
+        return False
+    return await store.forget_registration(held.table_id)

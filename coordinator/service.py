@@ -1,0 +1,167 @@
+"""Ratification: turn a writer's commit request into exactly one ratified version.
+
+Order of work for version v (K01): write the staged file ``<v:020>.<uuid>.json`` with put-if-absent,
+completely, then run the one ratification transaction. A file whose transaction lost is an orphan no
+reader uses; it is removed at once when the refusal is certain, and never when the outcome is unknown.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from client.errors import (
+    CommitFailedError,
+    IdempotencyKeyReusedError,
+    InvalidArgumentError,
+    InvalidCommitError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
+    UnavailableError,
+)
+
+from .commit_body import parse_commit_body
+from .lifecycle import OwnershipPublishedError, check_log_matches, clear_dead_proposal, first_commit_names
+from .locations import normalize_location, staged_file
+from .settings import Settings
+from .storage import StorageRouter
+from .store import CommitRow, OwnershipStore, TableRow, now_ms
+
+if TYPE_CHECKING:
+    from backfill.worker import Backfiller
+
+log = logging.getLogger("commit_owner.service")
+
+
+@dataclass(frozen=True)
+class TablePlace:
+    location: str
+    commit_dir: str
+
+
+def parse_uuid(value: str, what: str) -> str:
+    try:
+        return str(uuid.UUID(value))
+    except (ValueError, AttributeError, TypeError):
+        raise InvalidArgumentError(f"{what} must be a UUID") from None
+
+
+class CommitService:
+    """The commit-owner contract on top of the store and the storage seams."""
+
+    def __init__(self, settings: Settings, store: OwnershipStore, storage: StorageRouter) -> None:
+        self.settings = settings
+        self.store = store
+        self.storage = storage
+        self.backfiller: Backfiller | None = None
+        # A table's location and folder never change: cache them so a commit costs no extra read.
+        self._places: OrderedDict[str, TablePlace] = OrderedDict()
+
+    # -- registration -------------------------------------------------------------------------------
+
+    async def register_table(self, location: str, current_version: int, commit_dir: str | None) -> TableRow:
+        loc = normalize_location(location)
+        cdir = commit_dir or self.settings.commit_dir
+        if cdir not in ("_commits", "_staged_commits"):
+            raise InvalidArgumentError("commitDir must be _commits or _staged_commits")
+        if isinstance(current_version, bool) or not isinstance(current_version, int) or current_version < -1:
+            raise InvalidArgumentError("currentVersion must be an integer >= -1")
+        storage = self.storage.for_uri(loc)
+        await check_log_matches(storage, loc, current_version)
+        try:
+            return await self.store.register(str(uuid.uuid4()), loc, cdir, current_version)
+        except TableAlreadyExistsError:
+            if not await clear_dead_proposal(self.store, storage, loc):
+                raise
+            return await self.store.register(str(uuid.uuid4()), loc, cdir, current_version)
+
+    async def forget_table(self, table_id: str) -> None:
+        """Drop a registration whose first commit never landed. Raises TableNotFoundError, OwnershipPublishedError."""
+        table = await self.store.get_table(table_id)
+        if await first_commit_names(self.storage.for_uri(table.location), table.location, table.base_version, table_id):
+            raise OwnershipPublishedError(f"version {table.base_version} of {table.location} is published and names "
+                                          "this owner: the table is owned; release it instead")
+        if not await self.store.forget_registration(table_id):
+            raise OwnershipPublishedError(f"table {table_id} already has commits ratified by the owner")
+        self._places.pop(table_id, None)
+
+    async def place(self, table_id: str) -> TablePlace:
+        p = self._places.get(table_id)
+        if p is None:
+            t = await self.store.get_table(table_id)
+            p = TablePlace(t.location, t.commit_dir)
+            self._places[table_id] = p
+            if len(self._places) > 100_000:
+                self._places.popitem(last=False)
+        return p
+
+    # -- commit -------------------------------------------------------------------------------------
+
+    async def commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None) -> dict[str, Any]:
+        """Ratify ``data`` as ``version``; returns the commit's JSON. Raises the CommitFailedError family."""
+        if version == 0:
+            raise InvalidCommitError("Commit version 0 must go via filesystem.", latest_table_version=None)
+        if version < 0:
+            raise InvalidCommitError(f"Commit version {version} is not valid: versions start at 0.")
+        uid = parse_uuid(idempotency_key, "Idempotency-Key") if idempotency_key else str(uuid.uuid4())
+        body = parse_commit_body(data)
+        place = await self.place(table_id)
+        path = staged_file(place.location, place.commit_dir, version, uid)
+        storage = self.storage.for_uri(path)
+        sha = hashlib.sha256(data).hexdigest()
+        created = False
+        try:
+            try:
+                info = await storage.put_if_absent(path, data)
+                created = True
+            except FileExistsError:
+                # A retry of an attempt that already wrote this exact file name (same key).
+                existing = await storage.read(path)
+                if existing != data:
+                    raise IdempotencyKeyReusedError(
+                        f"idempotency key {uid} was already used for version {version} with different content"
+                    ) from None
+                info = await storage.info(path)
+        except OSError as e:
+            raise UnavailableError(f"log storage unavailable while writing the commit file: {type(e).__name__}") from e
+        row = CommitRow(
+            table_id=table_id, version=version, file_name=path.rsplit("/", 1)[1], idempotency_key=uid,
+            file_size=info.size, file_modification_time=info.modification_time,
+            commit_timestamp=body.in_commit_timestamp, content_sha256=sha, ratified_at=now_ms(),
+        )
+        try:
+            ratified = await self.store.ratify(
+                row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=body.gives_up_ownership
+            )
+        except (CommitFailedError, TableNotFoundError):
+            # Certain refusal: our file is an orphan. Never delete it when the outcome is unknown.
+            if created:
+                await self._remove_orphan(storage, path)
+            raise
+        if self.backfiller is not None:
+            await self.backfiller.after_commit(table_id, ratified.version, data, body.gives_up_ownership)
+        return ratified.to_json(place.location, place.commit_dir)
+
+    async def _remove_orphan(self, storage: Any, path: str) -> None:
+        try:
+            await storage.delete(path)
+        except OSError:
+            log.warning("could not remove orphan commit file %s; the janitor will", path)
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    async def get_commits(self, table_id: str, start: int | None, end: int | None) -> dict[str, Any]:
+        if start is not None and end is not None and start > end:
+            raise InvalidArgumentError(f"startVersion {start} is greater than endVersion {end}")
+        table, rows = await self.store.get_commits(table_id, start, end)
+        return {
+            "commits": [r.to_json(table.location, table.commit_dir) for r in rows],
+            "latestTableVersion": table.reported_latest,
+        }
+
+    async def find_table(self, location: str) -> TableRow:
+        return await self.store.find_table(normalize_location(location))

@@ -1,0 +1,150 @@
+"""Every setting of the service, declared once.
+
+Each :class:`Setting` drives a command-line flag (``--name``), an environment variable
+(``COMMIT_OWNER_NAME``), a key of the optional TOML file and the configuration reference in
+``docs/configuration.md``. Precedence: flag > environment > TOML file > default.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable
+
+ENV_PREFIX = "COMMIT_OWNER_"
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("1", "true", "yes", "on"):
+        return True
+    if s in ("0", "false", "no", "off", ""):
+        return False
+    raise ValueError(f"not a boolean: {v!r}")
+
+
+@dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+    type: Callable[[Any], Any] = str
+    secret: bool = False
+    flag: bool = True  # whether `serve` exposes it as a flag
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def option(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("database_url", "sqlite+aiosqlite:///./commit-owner.db",
+            "SQLAlchemy URL of the ownership store (sqlite+aiosqlite:///path or postgresql+psycopg://...)."),
+    Setting("host", "127.0.0.1", "Address the HTTP API listens on."),
+    Setting("port", 8080, "Port the HTTP API listens on.", int),
+    Setting("commit_dir", "_commits",
+            "Default staged-commit folder for new tables: _commits (RFC, Delta 3.x) or _staged_commits (Delta >= 4.0)."),
+    Setting("s3_endpoint_url", "", "S3 endpoint URL (MinIO, moto, ...); empty means AWS."),
+    Setting("s3_region", "us-east-1", "S3 region."),
+    Setting("s3_access_key_id", "", "S3 access key id (else the usual AWS environment/credential chain).", secret=True),
+    Setting("s3_secret_access_key", "", "S3 secret access key.", secret=True),
+    Setting("backfill", True, "Run the backfiller inside the service (--no-backfill turns it off).", _bool),
+    Setting("backfill_batch_size", 1, "Backfill once this many commits are unbackfilled (1 = after every commit).", int),
+    Setting("backfill_interval_ms", 0, "Also backfill every T milliseconds (0 = only on the batch trigger).", int),
+    Setting("max_unbackfilled_commits", 50,
+            "Refuse commits with 429 once a table has this many unbackfilled commits.", int),
+    Setting("backfill_lease_seconds", 30.0,
+            "How long a process holds a table's backfill lease before another may take it over.", float),
+    Setting("max_body_bytes", 64 * 1024 * 1024, "Largest accepted request body (413 above).", int),
+    Setting("request_timeout_seconds", 30.0, "Deadline for the storage and database work of one request.", float),
+    Setting("db_pool_size", 10, "Database connection pool size.", int),
+    Setting("storage_threads", 16, "Threads of the bounded pool that runs blocking local-disk I/O.", int),
+    Setting("log_level", "INFO", "Log level (DEBUG, INFO, WARNING, ERROR)."),
+    Setting("log_format", "auto", "Log format: auto (JSON lines when not on a terminal), json or text."),
+)
+
+BY_NAME = {s.name: s for s in SETTINGS}
+
+
+@dataclass
+class Settings:
+    database_url: str = BY_NAME["database_url"].default
+    host: str = BY_NAME["host"].default
+    port: int = BY_NAME["port"].default
+    commit_dir: str = BY_NAME["commit_dir"].default
+    s3_endpoint_url: str = ""
+    s3_region: str = "us-east-1"
+    s3_access_key_id: str = field(default="", repr=False)
+    s3_secret_access_key: str = field(default="", repr=False)
+    backfill: bool = True
+    backfill_batch_size: int = 1
+    backfill_interval_ms: int = 0
+    max_unbackfilled_commits: int = 50
+    backfill_lease_seconds: float = 30.0
+    max_body_bytes: int = 64 * 1024 * 1024
+    request_timeout_seconds: float = 30.0
+    db_pool_size: int = 10
+    storage_threads: int = 16
+    log_level: str = "INFO"
+    log_format: str = "auto"
+
+    @classmethod
+    def load(
+        cls,
+        overrides: dict[str, Any] | None = None,
+        *,
+        environ: dict[str, str] | None = None,
+        config_file: str | os.PathLike[str] | None = None,
+    ) -> "Settings":
+        """Build settings from defaults, a TOML file, the environment and explicit overrides (in rising priority)."""
+        environ = dict(os.environ if environ is None else environ)
+        values: dict[str, Any] = {}
+        path = config_file or environ.get(ENV_PREFIX + "CONFIG")
+        if path:
+            data = tomllib.loads(Path(path).read_text())
+            data = data.get("commit-owner", data)
+            for k, v in data.items():
+                key = k.replace("-", "_")
+                if key not in BY_NAME:
+                    raise ValueError(f"unknown setting {k!r} in {path}")
+                values[key] = v
+        for s in SETTINGS:
+            if s.env in environ:
+                values[s.name] = environ[s.env]
+        for k, v in (overrides or {}).items():
+            if v is not None:
+                values[k] = v
+        out = cls()
+        for k, v in values.items():
+            setting = BY_NAME[k]
+            try:
+                setattr(out, k, setting.type(v))
+            except (TypeError, ValueError) as e:
+                raise ValueError(f"bad value for {setting.option} / {setting.env}: {v!r} ({e})") from None
+        out.validate()
+        return out
+
+    def validate(self) -> None:
+        if self.commit_dir not in ("_commits", "_staged_commits"):
+            raise ValueError(f"commit_dir must be _commits or _staged_commits, got {self.commit_dir!r}")
+        if self.backfill_batch_size < 1:
+            raise ValueError("backfill_batch_size must be >= 1")
+        if self.max_unbackfilled_commits < 1:
+            raise ValueError("max_unbackfilled_commits must be >= 1")
+        if self.max_body_bytes < 1024:
+            raise ValueError("max_body_bytes must be >= 1024")
+
+    def public(self) -> dict[str, Any]:
+        """The settings with secrets masked, for logs and status pages."""
+        return {
+            f.name: ("***" if BY_NAME[f.name].secret and getattr(self, f.name) else getattr(self, f.name))
+            for f in fields(self)
+        }

@@ -1,0 +1,52 @@
+"""Log storage, one backend per URI scheme (``file://`` on local disk, ``s3://`` through s3fs)."""
+
+from __future__ import annotations
+
+from ..settings import Settings
+from .base import FileInfo, LogStorage
+
+
+class StorageRouter:
+    """Hands out the backend for a location's scheme; backends are created on first use."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._backends: dict[str, LogStorage] = {}
+
+    def for_uri(self, uri: str) -> LogStorage:
+        scheme = uri.split("://", 1)[0]
+        backend = self._backends.get(scheme)
+        if backend is None:
+            backend = self._make(scheme)
+            self._backends[scheme] = backend
+        return backend
+
+    def _make(self, scheme: str) -> LogStorage:
+        s = self._settings
+        if scheme == "file":
+            from .local import LocalStorage
+
+            return LocalStorage(threads=s.storage_threads)
+        if scheme == "s3":
+            from .s3 import S3Storage
+
+            return S3Storage(
+                endpoint_url=s.s3_endpoint_url,
+                region=s.s3_region,
+                key=s.s3_access_key_id,
+                secret=s.s3_secret_access_key,
+                timeout=s.request_timeout_seconds,
+            )
+        raise ValueError(f"no storage backend for scheme {scheme!r}")
+
+    async def ping(self) -> None:
+        for b in list(self._backends.values()):
+            await b.ping()
+
+    async def close(self) -> None:
+        for b in list(self._backends.values()):
+            await b.close()
+        self._backends.clear()
+
+
+__all__ = ["FileInfo", "LogStorage", "StorageRouter"]

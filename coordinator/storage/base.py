@@ -1,0 +1,58 @@
+"""The log-storage seam: the only code that touches files.
+
+Contract every backend keeps:
+
+* ``put_if_absent`` is atomic: afterwards the object exists with exactly the given bytes, or the call
+  raised ``FileExistsError`` and the object that was there is untouched. No reader ever sees a
+  partially written object.
+* A successful ``put_if_absent`` is durable (fsync on local disk; S3 acknowledges only stored objects).
+* Every call is safe to run concurrently; none blocks the event loop.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    path: str
+    size: int
+    modification_time: int  # milliseconds since the epoch
+
+
+class LogStorage(abc.ABC):
+    """Storage of one URI scheme."""
+
+    scheme: str
+
+    @abc.abstractmethod
+    async def put_if_absent(self, uri: str, data: bytes) -> FileInfo:
+        """Create ``uri`` with ``data``. Raises FileExistsError if it already exists, OSError on failure."""
+
+    @abc.abstractmethod
+    async def read(self, uri: str) -> bytes:
+        """Whole content. Raises FileNotFoundError, OSError."""
+
+    @abc.abstractmethod
+    async def exists(self, uri: str) -> bool:
+        """Whether ``uri`` exists. Raises OSError."""
+
+    @abc.abstractmethod
+    async def delete(self, uri: str) -> None:
+        """Remove ``uri``; a missing file is not an error. Raises OSError."""
+
+    @abc.abstractmethod
+    async def list_names(self, dir_uri: str) -> list[str]:
+        """Names (not paths) of the files directly in ``dir_uri``; empty if it does not exist."""
+
+    @abc.abstractmethod
+    async def info(self, uri: str) -> FileInfo:
+        """Size and modification time. Raises FileNotFoundError."""
+
+    async def ping(self) -> None:
+        """Check that the backend is reachable (readiness). Raises OSError."""
+
+    async def close(self) -> None:
+        """Release connections and threads."""

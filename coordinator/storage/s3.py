@@ -1,0 +1,145 @@
+"""S3 log storage (``s3://``) on s3fs's asyncio API, so no thread is spent per request.
+
+put-if-absent is a conditional PUT (``If-None-Match: *``): S3 answers 412 when the key exists and
+stores nothing. Credentials and endpoint come only from the service's settings or environment.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from typing import Any
+
+from .base import FileInfo, LogStorage
+
+
+def _split(uri: str) -> str:
+    assert uri.startswith("s3://"), uri
+    return uri[len("s3://"):]
+
+
+def _is_precondition_failed(e: BaseException) -> bool:
+    if isinstance(e, FileExistsError):
+        return True
+    text = f"{e!r} {getattr(e, '__cause__', '')!r}"
+    return "PreconditionFailed" in text or "412" in text or (isinstance(e, OSError) and e.errno == errno.EINVAL and "ondition" in text)
+
+
+class S3Storage(LogStorage):
+    scheme = "s3"
+
+    def __init__(
+        self,
+        *,
+        endpoint_url: str = "",
+        region: str = "us-east-1",
+        key: str = "",
+        secret: str = "",
+        timeout: float = 30.0,
+    ) -> None:
+        self._kwargs: dict[str, Any] = {
+            "asynchronous": True,
+            "skip_instance_cache": True,
+            "config_kwargs": {
+                "connect_timeout": min(timeout, 10.0),
+                "read_timeout": timeout,
+                "retries": {"max_attempts": 2, "mode": "standard"},
+            },
+            "client_kwargs": {"region_name": region},
+        }
+        if endpoint_url:
+            self._kwargs["endpoint_url"] = endpoint_url
+        if key:
+            self._kwargs["key"] = key
+            self._kwargs["secret"] = secret
+        self._fs: Any = None
+        self._session: Any = None
+
+    async def _get(self) -> Any:
+        if self._fs is None:
+            import s3fs  # imported only when an s3:// table is used
+
+            fs = s3fs.S3FileSystem(**self._kwargs)
+            self._session = await fs.set_session()
+            self._fs = fs
+        return self._fs
+
+    async def put_if_absent(self, uri: str, data: bytes) -> FileInfo:
+        fs = await self._get()
+        try:
+            await fs._pipe_file(_split(uri), data, mode="create")
+        except Exception as e:  # s3fs maps 412 to FileExistsError or to a generic OSError
+            if _is_precondition_failed(e):
+                raise FileExistsError(errno.EEXIST, "object exists", uri) from None
+            raise _as_oserror(e) from e
+        return FileInfo(path=uri, size=len(data), modification_time=int(time.time() * 1000))
+
+    async def read(self, uri: str) -> bytes:
+        fs = await self._get()
+        try:
+            return bytes(await fs._cat_file(_split(uri)))
+        except FileNotFoundError:
+            raise
+        except Exception as e:
+            raise _as_oserror(e) from e
+
+    async def exists(self, uri: str) -> bool:
+        fs = await self._get()
+        try:
+            await fs._info(_split(uri))
+            return True
+        except FileNotFoundError:
+            return False
+        except Exception as e:
+            raise _as_oserror(e) from e
+
+    async def delete(self, uri: str) -> None:
+        fs = await self._get()
+        try:
+            await fs._rm_file(_split(uri))
+        except FileNotFoundError:
+            pass
+        except Exception as e:
+            raise _as_oserror(e) from e
+
+    async def list_names(self, dir_uri: str) -> list[str]:
+        fs = await self._get()
+        try:
+            entries = await fs._ls(_split(dir_uri).rstrip("/"), detail=True, refresh=True)
+        except FileNotFoundError:
+            return []
+        except Exception as e:
+            raise _as_oserror(e) from e
+        return [e["name"].rsplit("/", 1)[-1] for e in entries if e.get("type") == "file"]
+
+    async def info(self, uri: str) -> FileInfo:
+        fs = await self._get()
+        try:
+            d = await fs._info(_split(uri), refresh=True)
+        except FileNotFoundError:
+            raise
+        except Exception as e:
+            raise _as_oserror(e) from e
+        lm = d.get("LastModified")
+        mtime = int(lm.timestamp() * 1000) if lm is not None else int(time.time() * 1000)
+        return FileInfo(path=uri, size=int(d.get("size", 0)), modification_time=mtime)
+
+    async def ping(self) -> None:
+        fs = await self._get()
+        try:
+            await fs._call_s3("list_buckets")
+        except Exception as e:
+            raise _as_oserror(e) from e
+
+    async def close(self) -> None:
+        fs, self._fs = self._fs, None
+        if fs is not None:
+            s3 = getattr(fs, "_s3", None)
+            if s3 is not None:
+                await s3.__aexit__(None, None, None)
+
+
+def _as_oserror(e: BaseException) -> OSError:
+    if isinstance(e, OSError):
+        return e
+    return OSError(errno.EIO, f"S3 error: {type(e).__name__}: {e}")

@@ -1,0 +1,123 @@
+"""Engines and migrations of the ownership store.
+
+The service uses SQLAlchemy's asyncio engine (psycopg 3's async driver on PostgreSQL, aiosqlite on
+SQLite) so the event loop never waits on the database; Alembic runs migrations with a plain sync engine
+because `commit-owner migrate` is a one-shot command.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy import event, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+import coordinator
+
+
+class SchemaOutOfDateError(RuntimeError):
+    """The database has not been migrated to the schema this version of the service needs."""
+
+
+def schema_dir() -> Path:
+    pkg = Path(coordinator.__file__).resolve().parent
+    for candidate in (pkg / "_schema", pkg.parent / "schema"):
+        if (candidate / "env.py").is_file():
+            return candidate
+    raise FileNotFoundError("migration files not found (expected coordinator/_schema or ./schema)")
+
+
+def async_url(url: str) -> str:
+    u = make_url(url)
+    if u.drivername in ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+psycopg"):
+        u = u.set(drivername="postgresql+psycopg")
+    elif u.drivername in ("sqlite", "sqlite+pysqlite", "sqlite+aiosqlite"):
+        u = u.set(drivername="sqlite+aiosqlite")
+    return u.render_as_string(hide_password=False)
+
+
+def sync_url(url: str) -> str:
+    u = make_url(url)
+    if u.drivername.startswith("postgres"):
+        u = u.set(drivername="postgresql+psycopg")
+    elif u.drivername.startswith("sqlite"):
+        u = u.set(drivername="sqlite")
+    return u.render_as_string(hide_password=False)
+
+
+def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=FULL")  # an acknowledged commit survives power loss
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+def create_engine(url: str, *, pool_size: int = 10, timeout: float = 30.0) -> AsyncEngine:
+    aurl = async_url(url)
+    if aurl.startswith("sqlite"):
+        engine = create_async_engine(aurl, connect_args={"timeout": timeout})
+        event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
+        return engine
+    return create_async_engine(
+        aurl,
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_timeout=timeout,
+        pool_pre_ping=True,
+        pool_recycle=1800,
+        connect_args={"connect_timeout": max(1, int(timeout)),
+                      "options": f"-c statement_timeout={int(timeout * 1000)}"},
+    )
+
+
+def _alembic_config(url: str):  # type: ignore[no-untyped-def]
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(schema_dir()))
+    cfg.attributes["sync_url"] = sync_url(url)
+    return cfg
+
+
+def migrate(url: str, revision: str = "head") -> str:
+    """Apply migrations up to ``revision``; returns the head revision."""
+    from alembic import command
+
+    u = make_url(sync_url(url))
+    if u.drivername == "sqlite" and u.database and u.database != ":memory:":
+        Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+    cfg = _alembic_config(url)
+    command.upgrade(cfg, revision)
+    return head_revision()
+
+
+def head_revision() -> str:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(schema_dir()))
+    head = ScriptDirectory.from_config(cfg).get_current_head()
+    assert head is not None
+    return head
+
+
+async def current_revision(engine: AsyncEngine) -> str | None:
+    async with engine.connect() as conn:
+        try:
+            return (await conn.execute(text("SELECT version_num FROM alembic_version"))).scalar()
+        except Exception:
+            return None
+
+
+async def check_schema(engine: AsyncEngine) -> None:
+    """Raise SchemaOutOfDateError unless the database is at the head revision."""
+    have, want = await current_revision(engine), head_revision()
+    if have != want:
+        raise SchemaOutOfDateError(
+            f"the database schema is at revision {have or 'none (empty database)'} but this service needs {want}: "
+            "run `commit-owner migrate --database-url ...` first"
+        )

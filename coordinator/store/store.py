@@ -1,0 +1,350 @@
+"""The ownership store: the only place SQL lives.
+
+Guarantees (on SQLite and PostgreSQL alike):
+
+* ``ratify`` is one transaction: ``UPDATE owned_tables SET latest_version = v ... WHERE latest_version = v-1
+  AND accepting AND <backlog below cap> AND <inCommitTimestamp increases>`` followed by the INSERT of the
+  commit row. The primary key (table_id, version) is the final arbiter; nothing is checked before acting.
+  When the UPDATE matches no row, the row is re-read and the refusal classified.
+* Driver errors never leave this module: connection failures become ``UnavailableError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import Any, AsyncIterator, Sequence
+
+from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+
+from client.errors import (
+    CommitVersionConflictError,
+    IdempotencyKeyReusedError,
+    InvalidArgumentError,
+    InvalidCommitError,
+    TableAlreadyExistsError,
+    TableNotAcceptingCommitsError,
+    TableNotFoundError,
+    TooManyUnbackfilledCommitsError,
+    UnavailableError,
+)
+
+from .rows import CommitRow, TableRow
+from .schema import commits, owned_tables
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def version_message(asked: int, expected: int) -> str:
+    return f"Commit version {asked} is not valid. Expected version: {expected}."
+
+
+class OwnershipStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.is_sqlite = engine.dialect.name == "sqlite"
+        # SQLite has one writer at a time; serialising writers in-process avoids "database is locked".
+        self._write_lock = asyncio.Lock() if self.is_sqlite else None
+
+    # -- plumbing -----------------------------------------------------------------------------------
+
+    @contextlib.asynccontextmanager
+    async def _tx(self, write: bool = True) -> AsyncIterator[AsyncConnection]:
+        lock = self._write_lock if write else None
+        try:
+            if lock is not None:
+                await lock.acquire()
+            try:
+                async with self.engine.begin() as conn:
+                    yield conn
+            finally:
+                if lock is not None:
+                    lock.release()
+        except IntegrityError:
+            raise
+        except (OperationalError, DBAPIError) as e:
+            if isinstance(e, IntegrityError):
+                raise
+            raise UnavailableError(f"ownership store unavailable: {type(e.orig).__name__ if getattr(e, 'orig', None) else type(e).__name__}") from e
+        except (OSError, ConnectionError) as e:
+            raise UnavailableError(f"ownership store unavailable: {e}") from e
+
+    async def ping(self) -> None:
+        async with self._tx(write=False) as conn:
+            await conn.execute(select(1))
+
+    # -- tables -------------------------------------------------------------------------------------
+
+    async def register(self, table_id: str, location: str, commit_dir: str, current_version: int) -> TableRow:
+        """Register a table; ``current_version + 1`` is written by the client. Raises TableAlreadyExistsError."""
+        ts = now_ms()
+        base = current_version + 1
+        values = dict(
+            table_id=table_id, location=location, commit_dir=commit_dir, base_version=base,
+            latest_version=base, latest_backfilled_version=base, last_commit_timestamp=None,
+            accepting=True, status="ACTIVE", status_reason=None, created_at=ts, updated_at=ts,
+            last_commit_at=None,
+        )
+        try:
+            async with self._tx() as conn:
+                await conn.execute(owned_tables.insert().values(**values))
+        except IntegrityError:
+            raise TableAlreadyExistsError(f"an owned table already exists at {location}") from None
+        return TableRow(**values)
+
+    async def forget_registration(self, table_id: str) -> bool:
+        """Drop a registration whose ownership commit never landed (no commit ever ratified). Returns whether it did."""
+        async with self._tx() as conn:
+            res = await conn.execute(
+                owned_tables.delete().where(
+                    and_(owned_tables.c.table_id == table_id,
+                         owned_tables.c.latest_version == owned_tables.c.base_version)
+                )
+            )
+            return bool(res.rowcount)
+
+    async def get_table(self, table_id: str) -> TableRow:
+        async with self._tx(write=False) as conn:
+            row = (await conn.execute(select(owned_tables).where(owned_tables.c.table_id == table_id))).first()
+        if row is None:
+            raise TableNotFoundError(f"no table with id {table_id}")
+        return _table(row)
+
+    async def find_table(self, location: str) -> TableRow:
+        async with self._tx(write=False) as conn:
+            row = (await conn.execute(select(owned_tables).where(owned_tables.c.location == location))).first()
+        if row is None:
+            raise TableNotFoundError(f"no owned table at {location}")
+        return _table(row)
+
+    async def list_tables(self) -> list[TableRow]:
+        async with self._tx(write=False) as conn:
+            rows = (await conn.execute(select(owned_tables).order_by(owned_tables.c.location))).all()
+        return [_table(r) for r in rows]
+
+    async def set_not_accepting(self, table_id: str, status: str, reason: str) -> None:
+        """Stop accepting commits (a fenced or released table)."""
+        async with self._tx() as conn:
+            await conn.execute(
+                update(owned_tables).where(owned_tables.c.table_id == table_id)
+                .values(accepting=False, status=status, status_reason=reason, updated_at=now_ms())
+            )
+
+    # -- commits ------------------------------------------------------------------------------------
+
+    async def ratify(self, row: CommitRow, *, max_unbackfilled: int, releases: bool) -> CommitRow:
+        """Record that ``row.file_name`` IS version ``row.version``.
+
+        Returns the ratified row: ``row`` itself, or the earlier row when this is an idempotent replay
+        (same key, same bytes). Raises CommitVersionConflictError (true,true), InvalidCommitError for a
+        gap or a non-increasing timestamp (false,false), TableNotAcceptingCommitsError (false,false),
+        TooManyUnbackfilledCommitsError (true,false), IdempotencyKeyReusedError, TableNotFoundError.
+        """
+        t = owned_tables.c
+        v = row.version
+        ts = now_ms()
+        values: dict[str, Any] = dict(
+            latest_version=v, last_commit_timestamp=row.commit_timestamp, last_commit_at=ts, updated_at=ts,
+        )
+        if releases:
+            values.update(accepting=False, status="RELEASED", status_reason=f"ownership given up at version {v}")
+        stmt = (
+            update(owned_tables)
+            .where(
+                and_(
+                    t.table_id == row.table_id,
+                    t.latest_version == v - 1,
+                    t.accepting.is_(True),
+                    (t.latest_version - t.latest_backfilled_version) < max_unbackfilled,
+                    or_(t.last_commit_timestamp.is_(None), t.last_commit_timestamp < row.commit_timestamp),
+                )
+            )
+            .values(**values)
+        )
+        try:
+            async with self._tx() as conn:
+                res = await conn.execute(stmt)
+                if res.rowcount == 1:
+                    await conn.execute(commits.insert().values(**_commit_values(row)))
+                    return row
+        except IntegrityError:
+            pass  # the (table, version) key or the idempotency key decided: classify below
+        return await self._classify(row, max_unbackfilled)
+
+    async def _classify(self, row: CommitRow, max_unbackfilled: int) -> CommitRow:
+        async with self._tx(write=False) as conn:
+            trow = (await conn.execute(select(owned_tables).where(owned_tables.c.table_id == row.table_id))).first()
+            if trow is None:
+                raise TableNotFoundError(f"no table with id {row.table_id}")
+            table = _table(trow)
+            same_key = (
+                await conn.execute(
+                    select(commits).where(
+                        and_(commits.c.table_id == row.table_id, commits.c.idempotency_key == row.idempotency_key)
+                    )
+                )
+            ).first()
+        if same_key is not None:
+            prior = _commit(same_key)
+            if prior.version == row.version and prior.content_sha256 == row.content_sha256:
+                return prior
+            raise IdempotencyKeyReusedError(
+                f"idempotency key {row.idempotency_key} was already used for version {prior.version} "
+                "with different content",
+                latest_table_version=table.reported_latest,
+            )
+        v, latest = row.version, table.latest_version
+        if not table.accepting:
+            raise TableNotAcceptingCommitsError(
+                f"table {table.table_id} is not accepting commits ({table.status}: {table.status_reason})",
+                latest_table_version=table.reported_latest,
+            )
+        if latest >= v:
+            raise CommitVersionConflictError(version_message(v, latest + 1), latest_table_version=table.reported_latest)
+        if latest < v - 1:
+            raise InvalidCommitError(version_message(v, latest + 1), latest_table_version=table.reported_latest)
+        if table.unbackfilled >= max_unbackfilled:
+            raise TooManyUnbackfilledCommitsError(
+                f"table {table.table_id} has {table.unbackfilled} unbackfilled commits (limit {max_unbackfilled}): "
+                "backfill is behind; ask for a backfill and retry",
+                latest_table_version=table.reported_latest,
+            )
+        if table.last_commit_timestamp is not None and row.commit_timestamp <= table.last_commit_timestamp:
+            raise InvalidCommitError(
+                f"inCommitTimestamp {row.commit_timestamp} must be greater than the previous commit's "
+                f"{table.last_commit_timestamp}",
+                latest_table_version=table.reported_latest,
+            )
+        # The row changed between the UPDATE and this read (another commit landed): a lost race.
+        raise CommitVersionConflictError(version_message(v, latest + 1), latest_table_version=table.reported_latest)
+
+    async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
+        async with self._tx(write=False) as conn:
+            r = (await conn.execute(
+                select(commits).where(and_(commits.c.table_id == table_id, commits.c.version == version))
+            )).first()
+        return _commit(r) if r is not None else None
+
+    async def get_commits(
+        self, table_id: str, start: int | None, end: int | None
+    ) -> tuple[TableRow, list[CommitRow]]:
+        """The table and its unbackfilled commits in ``[start, end]``, ascending, read in one statement."""
+        cond = [commits.c.table_id == owned_tables.c.table_id, commits.c.backfilled_at.is_(None)]
+        if start is not None:
+            cond.append(commits.c.version >= start)
+        if end is not None:
+            cond.append(commits.c.version <= end)
+        stmt = (
+            select(owned_tables, *[c.label("c_" + c.name) for c in commits.c])
+            .select_from(owned_tables.outerjoin(commits, and_(*cond)))
+            .where(owned_tables.c.table_id == table_id)
+            .order_by(commits.c.version)
+        )
+        async with self._tx(write=False) as conn:
+            rows = (await conn.execute(stmt)).all()
+        if not rows:
+            raise TableNotFoundError(f"no table with id {table_id}")
+        table = _table(rows[0])
+        out = []
+        for r in rows:
+            m = r._mapping
+            if m["c_version"] is None:
+                continue
+            out.append(CommitRow(**{c.name: m["c_" + c.name] for c in commits.c}))
+        return table, out
+
+    async def unbackfilled(self, table_id: str, up_to: int | None = None, limit: int | None = None) -> list[CommitRow]:
+        cond = [commits.c.table_id == table_id, commits.c.backfilled_at.is_(None)]
+        if up_to is not None:
+            cond.append(commits.c.version <= up_to)
+        stmt = select(commits).where(and_(*cond)).order_by(commits.c.version)
+        if limit:
+            stmt = stmt.limit(limit)
+        async with self._tx(write=False) as conn:
+            return [_commit(r) for r in (await conn.execute(stmt)).all()]
+
+    async def recent_commits(self, table_id: str, limit: int = 20) -> list[CommitRow]:
+        stmt = select(commits).where(commits.c.table_id == table_id).order_by(commits.c.version.desc()).limit(limit)
+        async with self._tx(write=False) as conn:
+            return [_commit(r) for r in (await conn.execute(stmt)).all()]
+
+    async def mark_backfilled(self, table_id: str, up_to: int) -> None:
+        """Record in one transaction that every version <= ``up_to`` is published. Idempotent."""
+        ts = now_ms()
+        async with self._tx() as conn:
+            await conn.execute(
+                update(commits)
+                .where(and_(commits.c.table_id == table_id, commits.c.version <= up_to, commits.c.backfilled_at.is_(None)))
+                .values(backfilled_at=ts)
+            )
+            await conn.execute(
+                update(owned_tables)
+                .where(and_(owned_tables.c.table_id == table_id, owned_tables.c.latest_backfilled_version < up_to,
+                            owned_tables.c.latest_version >= up_to))
+                .values(latest_backfilled_version=up_to, backfill_error=None, backfill_error_at=None, updated_at=ts)
+            )
+
+    async def record_backfill_error(self, table_id: str, message: str) -> None:
+        async with self._tx() as conn:
+            await conn.execute(
+                update(owned_tables).where(owned_tables.c.table_id == table_id)
+                .values(backfill_error=message[:2000], backfill_error_at=now_ms())
+            )
+
+    async def tables_behind(self, limit: int = 1000) -> list[str]:
+        """Ids of accepting-or-not tables with unbackfilled commits."""
+        t = owned_tables.c
+        stmt = select(t.table_id).where(t.latest_version > t.latest_backfilled_version).order_by(t.updated_at).limit(limit)
+        async with self._tx(write=False) as conn:
+            return [r[0] for r in (await conn.execute(stmt)).all()]
+
+    # -- backfill leases ----------------------------------------------------------------------------
+
+    async def acquire_lease(self, table_id: str, holder: str, ttl_seconds: float) -> bool:
+        """Take or renew the table's backfill lease if it is free, expired or already ours (a conditional UPDATE)."""
+        ts = now_ms()
+        t = owned_tables.c
+        async with self._tx() as conn:
+            res = await conn.execute(
+                update(owned_tables)
+                .where(and_(t.table_id == table_id,
+                            or_(t.lease_owner.is_(None), t.lease_owner == holder, t.lease_expires_at < ts)))
+                .values(lease_owner=holder, lease_expires_at=ts + int(ttl_seconds * 1000))
+            )
+            return res.rowcount == 1
+
+    async def release_lease(self, table_id: str, holder: str) -> None:
+        t = owned_tables.c
+        async with self._tx() as conn:
+            await conn.execute(
+                update(owned_tables).where(and_(t.table_id == table_id, t.lease_owner == holder))
+                .values(lease_owner=None, lease_expires_at=None)
+            )
+
+    async def stats(self) -> dict[str, int]:
+        async with self._tx(write=False) as conn:
+            n_tables = (await conn.execute(select(func.count()).select_from(owned_tables))).scalar_one()
+            n_commits = (await conn.execute(select(func.count()).select_from(commits))).scalar_one()
+        return {"tables": int(n_tables), "commits": int(n_commits)}
+
+
+def _commit_values(row: CommitRow) -> dict[str, Any]:
+    return {f: getattr(row, f) for f in CommitRow.__dataclass_fields__}
+
+
+def _table(r: Any) -> TableRow:
+    m = r._mapping
+    return TableRow(**{f: m[f] for f in TableRow.__dataclass_fields__})
+
+
+def _commit(r: Any) -> CommitRow:
+    m = r._mapping
+    return CommitRow(**{f: m[f] for f in CommitRow.__dataclass_fields__})
+
+
+__all__: Sequence[str] = ["OwnershipStore", "now_ms", "version_message"]

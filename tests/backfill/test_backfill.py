@@ -1,0 +1,289 @@
+"""The backfiller (issue "Backfill"): in-order publication that delta-rs can read, crash safety, fencing on
+a foreign file, several processes on one database, the backlog cap and the release commit."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+
+from client import CommitFailedError, ForeignCommitFileError, TableNotAcceptingCommitsError, TooManyUnbackfilledCommitsError
+from tests.support import (
+    Backend,
+    Service,
+    actions,
+    create_owned_table,
+    data_commit,
+    delta_file,
+    delta_rs_table,
+    ndjson,
+    next_ict,
+    version0,
+    wait_until,
+)
+
+
+def published_versions(backend: Backend, loc: str) -> list[int]:
+    return sorted(int(n.split(".")[0]) for n in backend.list(f"{loc}/_delta_log") if n.endswith(".json"))
+
+
+@pytest.fixture
+def own_backend(request: pytest.FixtureRequest) -> Backend:
+    """A database of its own: no other service's backfiller may touch these tables."""
+    from tests.conftest import make_backend
+
+    return make_backend(request, "sqlite", "local", f"own-{request.node.name[:40]}")
+
+
+@pytest.fixture
+def no_backfill_service(own_backend: Backend):
+    svc = Service(own_backend, extra_env={"COMMIT_OWNER_BACKFILL": "false",
+                                            "COMMIT_OWNER_MAX_UNBACKFILLED_COMMITS": "1000"}).start()
+    yield svc
+    svc.stop()
+
+
+def test_delta_rs_reads_every_backfilled_version_and_a_stale_one_before(no_backfill_service: Service) -> None:
+    svc = no_backfill_service
+    b, c = svc.backend, svc.client()
+    table_id, loc = create_owned_table(svc)
+    expected: dict[int, list[int]] = {0: []}
+    rows: list[int] = []
+    for v in range(1, 6):
+        ids = list(range(v * 10, v * 10 + v))
+        c.commit(table_id, v, data_commit(b, loc, ids))
+        rows = rows + ids
+        expected[v] = rows
+    # before backfill: delta-rs sees version 0 only (stale, not broken)
+    assert delta_rs_table(b, loc).version() == 0
+    assert delta_rs_table(b, loc).to_pyarrow_table().num_rows == 0
+    c.backfill_to_version(table_id, 5)
+    dt = delta_rs_table(b, loc)
+    assert dt.version() == 5
+    for v, want in expected.items():
+        got = delta_rs_table(b, loc, version=v).to_pyarrow_table().column("id").to_pylist()
+        assert sorted(got) == sorted(want), v
+    # delta-rs refuses to write an owned table
+    import deltalake
+    import pyarrow as pa
+
+    with pytest.raises(Exception, match="(?i)feature"):
+        deltalake.write_deltalake(loc[len("file://"):], pa.table({"id": pa.array([1], pa.int64())}), mode="append")
+
+
+def test_backfill_publishes_in_order_and_survives_sigkill(own_backend: Backend) -> None:
+    """500 ratified commits; the backfilling process is SIGKILLed mid-way and restarted."""
+    b = own_backend
+    svc = Service(b, extra_env={"COMMIT_OWNER_BACKFILL": "false",
+                                "COMMIT_OWNER_MAX_UNBACKFILLED_COMMITS": "1000"}).start()
+    try:
+        table_id, loc = create_owned_table(svc)
+        c = svc.client()
+        bodies = {}
+        for v in range(1, 501):
+            acts = actions(1)
+            c.commit(table_id, v, acts)
+            bodies[v] = ndjson(acts)
+    finally:
+        svc.stop()
+    worker = Service(b).start()  # backfill on: it starts on the backlog at once (the sweep)
+    wait_until(lambda: len(published_versions(b, loc)) > 20, what="backfill under way")
+    worker.kill()
+    mid = published_versions(b, loc)
+    assert mid == list(range(0, len(mid)))  # a prefix: never v+1 without v
+    assert len(mid) < 501, "the kill came too late to interrupt the backfill"
+    worker = Service(b).start()
+    try:
+        c = worker.client()
+        wait_until(lambda: c.get_table(table_id).latest_backfilled_version == 500, timeout=120, what="full backfill")
+        assert published_versions(b, loc) == list(range(0, 501))
+        for v in range(1, 501):
+            assert b.read(delta_file(loc, v)) == bodies[v]
+        assert c.get_commits(table_id).commits == []
+        assert c.get_commits(table_id).latest_table_version == 500
+        assert delta_rs_table(b, loc).version() == 500
+    finally:
+        worker.stop()
+
+
+@pytest.mark.parametrize("storage", ["local", "s3"])
+def test_foreign_delta_file_fences_the_table_and_is_never_overwritten(
+    storage: str, request: pytest.FixtureRequest
+) -> None:
+    from tests.conftest import make_backend
+
+    b = make_backend(request, "sqlite", storage, f"foreign-{storage}")
+    svc = Service(b, extra_env={"COMMIT_OWNER_BACKFILL_BATCH_SIZE": "100"}).start()
+    try:
+        c = svc.client()
+        table_id, loc = create_owned_table(svc)
+        c.commit(table_id, 1, actions())
+        c.commit(table_id, 2, actions())
+        c.backfill_to_version(table_id, 1)
+        foreign = ndjson(actions()) + b'{"add":{"path":"x","partitionValues":{},"size":1,"modificationTime":1,"dataChange":true}}\n'
+        b.write(delta_file(loc, 2), foreign)  # someone bypassed the owner
+        with pytest.raises(ForeignCommitFileError):
+            c.backfill_to_version(table_id, 2)
+        assert b.read(delta_file(loc, 2)) == foreign  # never overwritten
+        t = c.get_table(table_id)
+        assert t.status == "FENCED" and not t.accepting_commits
+        assert "did not ratify" in (t.raw.get("statusReason") or "")
+        with pytest.raises(TableNotAcceptingCommitsError) as refused:
+            c.commit(table_id, 3, actions())
+        assert (refused.value.retryable, refused.value.conflict) == (False, False)
+        assert not b.exists(delta_file(loc, 3))
+        assert svc.log_text().count("FOREIGN COMMIT FILE") >= 1
+        import subprocess
+        import sys
+
+        out = subprocess.run([sys.executable, "-m", "coordinator", "tables", "show", table_id, "--database-url",
+                              b.database_url], capture_output=True, text=True, check=True).stdout
+        assert "FENCED" in out and "did not ratify" in out
+    finally:
+        svc.stop()
+
+
+def test_two_processes_on_one_postgres_database_publish_once_and_in_order(request: pytest.FixtureRequest) -> None:
+    from tests.conftest import make_backend
+
+    b = make_backend(request, "postgres", "local", "two-procs")
+    s1, s2 = Service(b).start(), Service(b).start()
+    stop = threading.Event()
+    violations: list[list[int]] = []
+    tables = []
+    try:
+        for _ in range(3):
+            tables.append(create_owned_table(s1))
+
+        def watch() -> None:
+            while not stop.is_set():
+                for _, loc in tables:
+                    seen = published_versions(b, loc)
+                    if seen != list(range(0, len(seen))):
+                        violations.append(seen)
+
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        bodies: dict[tuple[str, int], bytes] = {}
+        lock = threading.Lock()
+
+        def writer(svc: Service, table_id: str) -> None:
+            c = svc.client()
+            for _ in range(15):
+                while True:
+                    v = max(c.get_commits(table_id).latest_table_version + 1, 1)
+                    acts = actions()
+                    try:
+                        c.commit(table_id, v, acts)
+                    except CommitFailedError as e:
+                        if e.retryable and e.conflict or "inCommitTimestamp" in e.message:
+                            continue
+                        raise
+                    with lock:
+                        bodies[(table_id, v)] = ndjson(acts)
+                    break
+
+        threads = [threading.Thread(target=writer, args=(svc, tid)) for tid, _ in tables for svc in (s1, s2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for tid, loc in tables:
+            wait_until(lambda: s2.client().get_table(tid).latest_backfilled_version == 30, what="backfill")
+        stop.set()
+        watcher.join()
+        assert violations == []
+        for tid, loc in tables:
+            assert published_versions(b, loc) == list(range(0, 31))
+            for v in range(1, 31):
+                assert b.read(delta_file(loc, v)) == bodies[(tid, v)]
+    finally:
+        stop.set()
+        s1.stop()
+        s2.stop()
+
+
+def test_backlog_cap_answers_429_and_the_client_backfills_and_retries(own_backend: Backend) -> None:
+    svc = Service(own_backend, extra_env={"COMMIT_OWNER_BACKFILL": "false",
+                                            "COMMIT_OWNER_MAX_UNBACKFILLED_COMMITS": "3"}).start()
+    try:
+        c = svc.client()
+        table_id, loc = create_owned_table(svc)
+        for v in range(1, 4):
+            c.commit(table_id, v, actions())
+        before = svc.backend.snapshot(loc)
+        with pytest.raises(TooManyUnbackfilledCommitsError) as e:
+            c.commit(table_id, 4, actions(), backfill_on_backlog=False)
+        assert (e.value.retryable, e.value.conflict) == (True, False)
+        assert e.value.http_status == 429 and "backfill is behind" in e.value.message
+        assert svc.backend.snapshot(loc) == before
+        r = c.commit(table_id, 4, actions())  # the client asks for a backfill, then retries
+        assert r.version == 4
+        assert svc.backend.exists(delta_file(loc, 3))
+    finally:
+        svc.stop()
+
+
+def test_release_commit_stops_acceptance_and_is_published_at_once(owner_service: Service) -> None:  # K03, K04
+    svc = owner_service
+    c = svc.client()
+    table_id, loc = create_owned_table(svc)
+    c.commit(table_id, 1, actions())
+    meta = version0()[2]
+    meta["metaData"]["configuration"] = {"delta.enableInCommitTimestamps": "true"}  # owner property dropped
+    release = [actions(0)[0], meta]
+    c.commit(table_id, 2, release)
+    # published at once, before the reply
+    assert svc.backend.read(delta_file(loc, 2)) == ndjson(release)
+    t = c.get_table(table_id)
+    assert not t.accepting_commits and t.status == "RELEASED"
+    with pytest.raises(TableNotAcceptingCommitsError) as e:
+        c.commit(table_id, 3, actions())
+    assert (e.value.retryable, e.value.conflict) == (False, False)
+    assert not svc.backend.exists(delta_file(loc, 3))
+
+
+def test_backfill_repairs_a_missing_published_file(owner_service: Service) -> None:
+    svc = owner_service
+    c = svc.client()
+    table_id, loc = create_owned_table(svc)
+    bodies = {}
+    for v in range(1, 4):
+        acts = actions()
+        c.commit(table_id, v, acts)
+        bodies[v] = ndjson(acts)
+    c.backfill_to_version(table_id, 3)
+    import os
+
+    os.unlink(delta_file(loc, 2)[len("file://"):])
+    c.backfill_to_version(table_id, 3, last_known_backfilled_version=2)
+    assert svc.backend.read(delta_file(loc, 2)) == bodies[2]
+
+
+def test_ops_backfill_command_reports_and_exits_nonzero_on_failure(no_backfill_service: Service) -> None:
+    import subprocess
+    import sys
+
+    svc = no_backfill_service
+    c = svc.client()
+    table_id, loc = create_owned_table(svc)
+    for v in range(1, 6):
+        c.commit(table_id, v, actions())
+    url = svc.backend.database_url
+    res = subprocess.run([sys.executable, "-m", "coordinator", "backfill", "--table", loc, "--to-version", "3",
+                          "--database-url", url, "--progress"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert "versions published: 3" in res.stdout and "failures: 0" in res.stdout
+    assert "backfill" in res.stderr and "3/3" in res.stderr  # the progress bar
+    assert svc.backend.exists(delta_file(loc, 3)) and not svc.backend.exists(delta_file(loc, 4))
+    res = subprocess.run([sys.executable, "-m", "coordinator", "backfill", "--all", "--endpoint", svc.endpoint,
+                          "--json"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    summary = json.loads(res.stdout)
+    assert summary["failures"] == [] and summary["versions_published"] >= 2
+    assert svc.backend.exists(delta_file(loc, 5))
+    res = subprocess.run([sys.executable, "-m", "coordinator", "backfill", "--table", "/nowhere/at/all",
+                          "--database-url", url], capture_output=True, text=True)
+    assert res.returncode == 1 and "FAILED" in res.stdout

@@ -1,0 +1,173 @@
+"""Shared fixtures: a fresh PostgreSQL database per run, a moto S3 server, backends and services.
+
+Backends: SQLite (a file) and PostgreSQL, each over local disk and S3 (moto server on 127.0.0.1).
+Set COMMIT_OWNER_TEST_DATABASE_URL to use another PostgreSQL server; when none is reachable the
+PostgreSQL backends skip with a loud reason.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+
+from tests.support import S3_KEY, S3_SECRET, Backend, Service, free_port, migrate, wait_http
+
+os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+PG_DEFAULT = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+
+
+@pytest.fixture(scope="session")
+def pg_admin_url() -> str | None:
+    url = os.environ.get("COMMIT_OWNER_TEST_DATABASE_URL", PG_DEFAULT)
+    try:
+        import psycopg
+        from sqlalchemy.engine import make_url
+
+        u = make_url(url)
+        with psycopg.connect(host=u.host, port=u.port or 5432, user=u.username, password=u.password,
+                             dbname=u.database or "postgres", connect_timeout=3):
+            pass
+    except Exception as e:  # noqa: BLE001
+        print(f"\n!!! PostgreSQL not reachable at {url} ({e}); PostgreSQL tests will be SKIPPED !!!\n",
+              file=sys.stderr)
+        return None
+    return url
+
+
+@pytest.fixture(scope="session")
+def pg_database_factory(pg_admin_url: str | None) -> Iterator:
+    """Creates fresh PostgreSQL databases (dropped at the end of the run)."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    created: list[str] = []
+
+    def make() -> str:
+        if pg_admin_url is None:
+            pytest.skip("PostgreSQL not reachable (set COMMIT_OWNER_TEST_DATABASE_URL)")
+        u = make_url(pg_admin_url)
+        name = f"commit_owner_test_{uuid.uuid4().hex[:10]}"
+        with psycopg.connect(host=u.host, port=u.port or 5432, user=u.username, password=u.password,
+                             dbname=u.database or "postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        created.append(name)
+        return u.set(drivername="postgresql+psycopg", database=name).render_as_string(hide_password=False)
+
+    yield make
+    if pg_admin_url is not None and created:
+        u = make_url(pg_admin_url)
+        with psycopg.connect(host=u.host, port=u.port or 5432, user=u.username, password=u.password,
+                             dbname=u.database or "postgres", autocommit=True) as conn:
+            for name in created:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+class MotoServer:
+    def __init__(self, tmp: Path) -> None:
+        self.port = free_port()
+        self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.log = tmp / "moto.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        exe = Path(sys.executable).with_name("moto_server")
+        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([*cmd, "-H", "127.0.0.1", "-p", str(self.port)],
+                                         stdout=log, stderr=subprocess.STDOUT)
+        wait_http(self.endpoint + "/moto-api/", proc=self.proc)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            self.proc.wait(10)
+
+    def make_bucket(self) -> str:
+        import boto3
+
+        name = f"b-{uuid.uuid4().hex[:10]}"
+        boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=S3_KEY, aws_secret_access_key=S3_SECRET,
+                     region_name="us-east-1").create_bucket(Bucket=name)
+        return name
+
+
+@pytest.fixture(scope="session")
+def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
+    server = MotoServer(tmp_path_factory.mktemp("moto"))
+    server.start()
+    yield server
+    server.stop()
+
+
+def make_backend(request: pytest.FixtureRequest, db: str, storage: str, name: str) -> Backend:
+    tmp = request.getfixturevalue("tmp_path_factory").mktemp(name)
+    if db == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp}/owner.db"
+    else:
+        url = request.getfixturevalue("pg_database_factory")()
+    b = Backend(name=name, database_url=url, storage=storage, tmp=tmp)
+    if storage == "s3":
+        m = request.getfixturevalue("moto")
+        b.s3_endpoint, b.bucket = m.endpoint, m.make_bucket()
+    migrate(url)
+    return b
+
+
+BACKENDS = [("sqlite", "local"), ("sqlite", "s3"), ("postgres", "local"), ("postgres", "s3")]
+
+
+@pytest.fixture(scope="session", params=[f"{d}-{s}" for d, s in BACKENDS])
+def backend(request: pytest.FixtureRequest) -> Backend:
+    db, storage = request.param.split("-")
+    return make_backend(request, db, storage, request.param)
+
+
+@pytest.fixture(scope="session")
+def local_backend(request: pytest.FixtureRequest) -> Backend:
+    """SQLite + local disk: the embedded default."""
+    return make_backend(request, "sqlite", "local", "embedded")
+
+
+@pytest.fixture(scope="session")
+def owner_service(local_backend: Backend) -> Iterator[Service]:
+    """A running service on the embedded default (SQLite + local disk, backfill after every commit)."""
+    svc = Service(local_backend).start()
+    yield svc
+    svc.stop()
+
+
+@pytest.fixture(scope="session", params=[1, 2, 100], ids=lambda b: f"batch{b}")
+def batch_size(request: pytest.FixtureRequest) -> int:
+    return request.param
+
+
+@pytest.fixture(scope="session")
+def service(backend: Backend, batch_size: int) -> Iterator[Service]:
+    """The service on every backend and backfill batch size (the behaviour-suite matrix)."""
+    svc = Service(backend, extra_env={"COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(batch_size)}).start()
+    svc.batch_size = batch_size  # type: ignore[attr-defined]
+    yield svc
+    svc.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # run the fast suites first; Spark and fault-injection suites last
+    def rank(item: pytest.Item) -> int:
+        p = str(item.fspath)
+        return 2 if ("/spark/" in p or "/reliability/" in p) else 0
+
+    items.sort(key=rank)
+
+
+@pytest.fixture
+def tmp_dir(tmp_path: Path) -> Iterator[Path]:
+    yield tmp_path
+    shutil.rmtree(tmp_path, ignore_errors=True)

@@ -1,0 +1,64 @@
+"""Test helpers: commit data through the owner the way an engine would, and read tables with delta-rs."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from client import CommitOwnerClient
+from client.delta_log import commit_info, now_ms
+from client.snapshot import load_snapshot
+
+
+def rows(ids: list[int]) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "name": [f"n{i}" for i in ids]})
+
+
+SCHEMA = {"type": "struct", "fields": [
+    {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+    {"name": "name", "type": "string", "nullable": True, "metadata": {}},
+]}
+
+
+def append_through_owner(client: CommitOwnerClient, location_path: str, ids: list[int], *,
+                         version: int | None = None) -> int:
+    """Write one Parquet file into the table folder and commit its ``add`` through the owner; returns the version."""
+    snap = load_snapshot(location_path, client=client)
+    assert snap.owner is not None and snap.owner.table_id
+    v = snap.version + 1 if version is None else version
+    name = f"part-{uuid.uuid4()}.parquet"
+    pq.write_table(rows(ids), os.path.join(location_path, name))
+    ict = max(now_ms(), (snap.in_commit_timestamp or 0) + 1)
+    actions: list[dict[str, Any]] = [
+        commit_info("WRITE", in_commit_timestamp=ict, read_version=snap.version, parameters={"mode": "Append"}),
+        {"add": {"path": name, "partitionValues": {}, "size": os.path.getsize(os.path.join(location_path, name)),
+                 "modificationTime": ict, "dataChange": True, "stats": json.dumps({"numRecords": len(ids)})}},
+    ]
+    return client.commit(snap.owner.table_id, v, actions).version
+
+
+def delta_rs_ids(path: str, version: int | None = None) -> list[int]:
+    dt = DeltaTable(path, version=version) if version is not None else DeltaTable(path)
+    return sorted(pa.table(dt.to_pyarrow_table()).column("id").to_pylist())
+
+
+def delta_rs_files(path: str, version: int) -> list[str]:
+    dt = DeltaTable(path, version=version)
+    return sorted(a["path"] for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist())
+
+
+def tree(path: str) -> dict[str, bytes]:
+    """Every file under ``path`` with its bytes: to assert that storage did not change."""
+    out: dict[str, bytes] = {}
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            full = os.path.join(root, f)
+            with open(full, "rb") as fh:
+                out[os.path.relpath(full, path)] = fh.read()
+    return out

@@ -1,0 +1,131 @@
+"""Pure helpers: protocol upgrades and downgrades, owner properties, secrets, folders, put-if-absent."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from client.delta_log import (
+    COORDINATED_COMMITS_PREVIEW,
+    MANAGED_COMMIT,
+    MANAGED_COMMITS_DEV,
+    check_no_secrets,
+    owner_properties,
+    owner_ref,
+    protocol_with,
+    without_owner_properties,
+)
+from client.errors import InvalidArgumentError
+from client.lifecycle import commit_dir_for
+from client.storage import LogStorage, normalize_location
+
+
+def test_legacy_protocol_is_upgraded_with_its_implied_features() -> None:
+    p = protocol_with({"minReaderVersion": 1, "minWriterVersion": 2}, add_writer=["inCommitTimestamp", "managedCommit"])
+    assert p == {"minReaderVersion": 1, "minWriterVersion": 7,
+                 "writerFeatures": ["appendOnly", "inCommitTimestamp", "invariants", "managedCommit"]}
+
+
+def test_preview_generation_adds_vacuum_protocol_check_as_reader_feature() -> None:
+    g = COORDINATED_COMMITS_PREVIEW
+    p = protocol_with({"minReaderVersion": 1, "minWriterVersion": 2},
+                      add_writer=["inCommitTimestamp", g.writer_feature, *g.extra_writer_features],
+                      add_reader=g.reader_features)
+    assert p["minReaderVersion"] == 3 and p["readerFeatures"] == ["vacuumProtocolCheck"]
+    assert {"coordinatedCommits-preview", "vacuumProtocolCheck", "inCommitTimestamp"} <= set(p["writerFeatures"])
+
+
+def test_dropping_the_owner_features_returns_to_the_legacy_protocol() -> None:
+    owned = protocol_with({"minReaderVersion": 1, "minWriterVersion": 2}, add_writer=["inCommitTimestamp", "managedCommit"])
+    assert protocol_with(owned, drop=["managedCommit", "inCommitTimestamp"]) == {"minReaderVersion": 1, "minWriterVersion": 2}
+    kept = protocol_with(owned, drop=["managedCommit"])
+    assert kept["minWriterVersion"] == 7 and "inCommitTimestamp" in kept["writerFeatures"]
+
+
+def test_column_mapping_reader_version_2_is_kept() -> None:
+    p = protocol_with({"minReaderVersion": 2, "minWriterVersion": 5}, add_writer=["managedCommit"])
+    assert p["minReaderVersion"] == 2 and "columnMapping" in p["writerFeatures"]
+    assert protocol_with(p, drop=["managedCommit"]) == {"minReaderVersion": 2, "minWriterVersion": 5}
+
+
+@pytest.mark.parametrize("gen", [MANAGED_COMMIT, COORDINATED_COMMITS_PREVIEW, MANAGED_COMMITS_DEV])
+def test_owner_properties_of_every_generation_are_understood(gen) -> None:
+    props = owner_properties(gen, owner_name="o", owner_conf={"endpoint": "http://h:1"}, table_conf={"tableId": "t1"})
+    ref = owner_ref({"x": "1", **props})
+    assert ref is not None and ref.generation == gen and ref.endpoint == "http://h:1" and ref.table_id == "t1"
+    assert without_owner_properties({"x": "1", **props}) == {"x": "1"}
+
+
+def test_bad_owner_conf_json_is_a_clear_error() -> None:
+    with pytest.raises(InvalidArgumentError, match="not JSON"):
+        owner_ref({MANAGED_COMMIT.owner_key: "o", MANAGED_COMMIT.owner_conf_key: "{nope"})
+
+
+@pytest.mark.parametrize("key", ["token", "authToken", "password", "db_passwd", "clientSecret", "aws-secret-access-key",
+                                 "credentials", "api_key", "accessKey", "sessionToken"])
+def test_secret_looking_owner_conf_keys_are_refused(key: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=key):
+        check_no_secrets({"endpoint": "http://h", key: "x"})
+
+
+def test_ordinary_owner_conf_and_credential_urls() -> None:
+    check_no_secrets({"endpoint": "http://h:8080", "authenticationMode": "oauth2", "region": "eu"})
+    with pytest.raises(InvalidArgumentError, match="credentials in a URL"):
+        check_no_secrets({"endpoint": "http://user:pw@h:8080"})
+
+
+def test_folder_follows_the_generation_unless_given() -> None:
+    assert commit_dir_for("managedCommit") == "_commits"
+    assert commit_dir_for("coordinatedCommits-preview") == "_staged_commits"
+    assert commit_dir_for("coordinatedCommits-preview", "_commits") == "_commits"
+    with pytest.raises(InvalidArgumentError):
+        commit_dir_for("managedCommit", "_other")
+    with pytest.raises(InvalidArgumentError):
+        commit_dir_for("managed-commit-dev")
+
+
+def test_locations_are_normalized() -> None:
+    assert normalize_location("/tmp/a/") == "file:///tmp/a"
+    assert normalize_location("s3a://b/k/") == "s3://b/k"
+    for bad in ("relative/path", "hdfs://x/y", "s3://bucket-only"):
+        with pytest.raises(InvalidArgumentError):
+            normalize_location(bad)
+
+
+def _race(storage: LogStorage, n: int = 8) -> list[int]:
+    winners: list[int] = []
+    barrier = threading.Barrier(n)
+
+    def put(i: int) -> None:
+        barrier.wait()
+        try:
+            storage.put_if_absent("00000000000000000000.json", json.dumps({"i": i}).encode())
+            winners.append(i)
+        except FileExistsError:
+            pass
+
+    threads = [threading.Thread(target=put, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return winners
+
+
+def test_put_if_absent_has_one_winner_on_local_disk(tmp_path) -> None:
+    storage = LogStorage(str(tmp_path / "t"))
+    winners = _race(storage)
+    assert len(winners) == 1
+    assert json.loads(storage.read("00000000000000000000.json")) == {"i": winners[0]}
+    assert [e.name for e in storage.list()] == ["00000000000000000000.json"]  # no temporary file left
+
+
+@pytest.mark.s3
+def test_put_if_absent_has_one_winner_on_s3(lifecycle_s3) -> None:
+    bucket, options = lifecycle_s3
+    storage = LogStorage(f"s3://{bucket}/t", options)
+    winners = _race(storage)
+    assert len(winners) == 1
+    assert json.loads(storage.read("00000000000000000000.json")) == {"i": winners[0]}

@@ -1,0 +1,371 @@
+"""Test support: real services started as subprocesses, and helpers to look at real storage.
+
+Nothing here mocks the database, the object store or the service: PostgreSQL is the machine's server
+(a fresh database per run), S3 is a moto server on 127.0.0.1, and the owner is `commit-owner serve`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from client import CommitOwnerClient
+
+ROOT = Path(__file__).resolve().parent.parent
+S3_KEY, S3_SECRET = "testing", "testing"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
+        try:
+            with urllib.request.urlopen(url, timeout=1) as r:
+                if r.status < 500:
+                    return
+        except Exception:
+            time.sleep(0.05)
+    raise TimeoutError(f"{url} did not answer within {timeout}s")
+
+
+@dataclass
+class Backend:
+    """One combination of ownership store and log storage."""
+
+    name: str
+    database_url: str
+    storage: str  # "local" | "s3"
+    s3_endpoint: str = ""
+    bucket: str = ""
+    tmp: Path | None = None
+
+    def new_location(self, name: str | None = None) -> str:
+        name = name or f"t-{uuid.uuid4().hex[:12]}"
+        if self.storage == "s3":
+            return f"s3://{self.bucket}/{self.name}/{name}"
+        assert self.tmp is not None
+        return "file://" + str(self.tmp / name)
+
+    def env(self) -> dict[str, str]:
+        e = {"COMMIT_OWNER_DATABASE_URL": self.database_url}
+        if self.s3_endpoint:
+            e.update({
+                "COMMIT_OWNER_S3_ENDPOINT_URL": self.s3_endpoint,
+                "COMMIT_OWNER_S3_ACCESS_KEY_ID": S3_KEY,
+                "COMMIT_OWNER_S3_SECRET_ACCESS_KEY": S3_SECRET,
+            })
+        return e
+
+    # -- looking at storage from the test side (sync, through fsspec) --
+
+    def fs(self) -> Any:
+        if self.storage == "s3":
+            import s3fs
+
+            return s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, endpoint_url=self.s3_endpoint,
+                                     skip_instance_cache=True, use_listings_cache=False)
+        import fsspec
+
+        return fsspec.filesystem("file")
+
+    @staticmethod
+    def _p(uri: str) -> str:
+        return uri[len("file://"):] if uri.startswith("file://") else uri[len("s3://"):]
+
+    def read(self, uri: str) -> bytes:
+        return self.fs().cat_file(self._p(uri))
+
+    def exists(self, uri: str) -> bool:
+        return self.fs().exists(self._p(uri))
+
+    def write(self, uri: str, data: bytes) -> None:
+        fs = self.fs()
+        if self.storage == "local":
+            os.makedirs(os.path.dirname(self._p(uri)), exist_ok=True)
+        fs.pipe_file(self._p(uri), data)
+
+    def list(self, dir_uri: str) -> list[str]:
+        fs = self.fs()
+        try:
+            return sorted(p.rsplit("/", 1)[-1] for p in fs.ls(self._p(dir_uri), detail=False, refresh=True)
+                          if not fs.isdir(p))
+        except FileNotFoundError:
+            return []
+
+    def snapshot(self, location: str) -> dict[str, bytes]:
+        """Every file under ``location`` with its bytes (to assert that refusals change nothing)."""
+        fs = self.fs()
+        base = self._p(location)
+        try:
+            paths = fs.find(base)
+        except FileNotFoundError:
+            return {}
+        return {p[len(base):]: fs.cat_file(p) for p in paths}
+
+
+@dataclass
+class Service:
+    """A `commit-owner serve` subprocess."""
+
+    backend: Backend
+    extra_env: dict[str, str] = field(default_factory=dict)
+    port: int = 0
+    proc: subprocess.Popen | None = None
+    log_path: Path | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def client(self, **kw: Any) -> CommitOwnerClient:
+        kw.setdefault("deadline", 30.0)
+        return CommitOwnerClient(self.endpoint, **kw)
+
+    def start(self) -> "Service":
+        if not self.port:
+            self.port = free_port()
+        env = dict(os.environ)
+        env.update(self.backend.env())
+        env.update({"COMMIT_OWNER_PORT": str(self.port), "COMMIT_OWNER_HOST": "127.0.0.1",
+                    "COMMIT_OWNER_LOG_FORMAT": "json"})
+        env.update(self.extra_env)
+        tmp = self.backend.tmp or Path("/tmp")
+        self.log_path = tmp / f"service-{self.port}-{uuid.uuid4().hex[:6]}.log"
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve"], env=env, cwd=str(ROOT),
+                                     stdout=log, stderr=subprocess.STDOUT)
+        log.close()
+        try:
+            wait_http(self.endpoint + "/healthz", proc=self.proc)
+        except Exception:
+            self.stop()
+            raise RuntimeError(f"service did not start: {self.log_text()[-3000:]}")
+        return self
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def migrate(database_url: str) -> None:
+    subprocess.run([sys.executable, "-m", "coordinator", "migrate", "--database-url", database_url],
+                   cwd=str(ROOT), check=True, capture_output=True)
+
+
+# -- commit bodies ------------------------------------------------------------------------------------
+
+_ict_clock = [int(time.time() * 1000)]
+
+
+def next_ict() -> int:
+    _ict_clock[0] = max(_ict_clock[0] + 1, int(time.time() * 1000))
+    return _ict_clock[0]
+
+
+def actions(n_adds: int = 1, *, ict: int | None = None, tag: str = "") -> list[dict[str, Any]]:
+    """A commit's actions: commitInfo with inCommitTimestamp first, then adds."""
+    ict = next_ict() if ict is None else ict
+    out: list[dict[str, Any]] = [{"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict,
+                                                 "operation": "WRITE", "isBlindAppend": True}}]
+    for i in range(n_adds):
+        out.append({"add": {"path": f"part-{tag}{uuid.uuid4().hex}-{i}.parquet", "partitionValues": {},
+                            "size": 100 + i, "modificationTime": ict, "dataChange": True}})
+    return out
+
+
+def ndjson(acts: list[dict[str, Any]]) -> bytes:
+    return ("\n".join(json.dumps(a, separators=(",", ":")) for a in acts) + "\n").encode()
+
+
+def wait_until(pred: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def delta_file(location: str, v: int) -> str:
+    return f"{location}/_delta_log/{v:020d}.json"
+
+
+# -- real Delta tables (readable by delta-rs) --------------------------------------------------------
+
+ID_SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+
+
+def version0(ict: int | None = None, owner: str = "commit-owner") -> list[dict[str, Any]]:
+    """Version 0 of an owned table: commitInfo with inCommitTimestamp, protocol with the owner feature, metaData."""
+    ict = next_ict() if ict is None else ict
+    return [
+        {"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict, "operation": "CREATE TABLE"}},
+        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [],
+                      "writerFeatures": ["inCommitTimestamp", "managedCommit"]}},
+        {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+                      "schemaString": json.dumps(ID_SCHEMA), "partitionColumns": [],
+                      "configuration": {"delta.enableInCommitTimestamps": "true",
+                                        "delta.managedCommit.commitOwner": owner},
+                      "createdTime": ict}},
+    ]
+
+
+def create_owned_table(service: "Service", location: str | None = None) -> tuple[str, str]:
+    """Register a new table and write its version 0 the way a client does. Returns (table_id, location)."""
+    b = service.backend
+    loc = location or b.new_location()
+    info = service.client().register_table(loc, current_version=-1)
+    b.write(delta_file(loc, 0), ndjson(version0()))
+    return info.table_id, loc
+
+
+def data_commit(backend: Backend, location: str, ids: list[int]) -> list[dict[str, Any]]:
+    """Write a real Parquet file with ``ids`` into the table and return the actions adding it."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), buf)
+    name = f"part-{uuid.uuid4().hex}.parquet"
+    backend.write(f"{location}/{name}", buf.getvalue())
+    ict = next_ict()
+    stats = {"numRecords": len(ids), "minValues": {"id": min(ids)}, "maxValues": {"id": max(ids)},
+             "nullCount": {"id": 0}}
+    return [
+        {"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict, "operation": "WRITE", "isBlindAppend": True}},
+        {"add": {"path": name, "partitionValues": {}, "size": len(buf.getvalue()), "modificationTime": ict,
+                 "dataChange": True, "stats": json.dumps(stats)}},
+    ]
+
+
+def delta_rs_table(backend: Backend, location: str, version: int | None = None) -> Any:
+    import deltalake
+
+    opts = None
+    uri = location[len("file://"):] if location.startswith("file://") else location
+    if backend.storage == "s3":
+        opts = {"AWS_ENDPOINT_URL": backend.s3_endpoint, "AWS_ACCESS_KEY_ID": S3_KEY,
+                "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
+                "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    return deltalake.DeltaTable(uri, version=version, storage_options=opts)
+
+
+class ReplyDroppingProxy:
+    """A TCP proxy on 127.0.0.1 that forwards requests to the service but, for the first
+    ``drop`` responses, closes the client's connection instead of delivering the reply:
+    the server has done the work, the client never hears about it."""
+
+    def __init__(self, target_port: int, drop: int = 1) -> None:
+        import threading
+
+        self.target_port = target_port
+        self.drop = drop
+        self.dropped = 0
+        self._lock = threading.Lock()
+        self._sock = socket.socket()
+        self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self._sock.bind(("127.0.0.1", 0))
+        self._sock.listen(16)
+        self.port = self._sock.getsockname()[1]
+        self._closed = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self._closed:
+            try:
+                client, _ = self._sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(client,), daemon=True).start()
+
+    def _serve(self, client: socket.socket) -> None:
+        import threading
+
+        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+
+        def pump_up() -> None:
+            try:
+                while data := client.recv(65536):
+                    upstream.sendall(data)
+            except OSError:
+                pass
+            finally:
+                try:
+                    upstream.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+
+        threading.Thread(target=pump_up, daemon=True).start()
+        try:
+            while data := upstream.recv(65536):
+                with self._lock:
+                    drop = self.dropped < self.drop
+                    if drop:
+                        self.dropped += 1
+                if drop:
+                    client.shutdown(socket.SHUT_RDWR)
+                    break
+                client.sendall(data)
+        except OSError:
+            pass
+        finally:
+            client.close()
+            upstream.close()
+
+    def close(self) -> None:
+        self._closed = True
+        self._sock.close()
+
+
+def db_commit_files(database_url: str, table_id: str) -> dict[int, str]:
+    """version -> ratified file name, read straight from the ownership store."""
+    from sqlalchemy import create_engine, text
+
+    from coordinator.store.engine import sync_url
+
+    engine = create_engine(sync_url(database_url))
+    try:
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT version, file_name FROM commits WHERE table_id = :t"), {"t": table_id})
+            return {int(v): str(f) for v, f in rows}
+    finally:
+        engine.dispose()
