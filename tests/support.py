@@ -117,7 +117,17 @@ class Backend:
             paths = fs.find(base)
         except FileNotFoundError:
             return {}
-        return {p[len(base):]: fs.cat_file(p) for p in paths}
+        out: dict[str, bytes] = {}
+        for p in paths:
+            if p.rsplit("/", 1)[-1].startswith(".tmp-"):
+                # The local store's put-if-absent staging file of a backfill running right now: transient,
+                # never listed to readers, and not part of what a refusal may or may not change.
+                continue
+            try:
+                out[p[len(base):]] = fs.cat_file(p)
+            except FileNotFoundError:
+                continue  # removed between the listing and the read (a staging file by another name)
+        return out
 
 
 @dataclass
