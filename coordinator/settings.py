@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -74,27 +74,8 @@ SETTINGS: tuple[Setting, ...] = (
 BY_NAME = {s.name: s for s in SETTINGS}
 
 
-@dataclass
-class Settings:
-    database_url: str = BY_NAME["database_url"].default
-    host: str = BY_NAME["host"].default
-    port: int = BY_NAME["port"].default
-    commit_dir: str = BY_NAME["commit_dir"].default
-    s3_endpoint_url: str = ""
-    s3_region: str = "us-east-1"
-    s3_access_key_id: str = field(default="", repr=False)
-    s3_secret_access_key: str = field(default="", repr=False)
-    backfill: bool = True
-    backfill_batch_size: int = 1
-    backfill_interval_ms: int = 0
-    max_unbackfilled_commits: int = 50
-    backfill_lease_seconds: float = 30.0
-    max_body_bytes: int = 64 * 1024 * 1024
-    request_timeout_seconds: float = 30.0
-    db_pool_size: int = 10
-    storage_threads: int = 16
-    log_level: str = "INFO"
-    log_format: str = "auto"
+class _SettingsMethods:
+    """Behaviour of :class:`Settings`; its fields are generated from :data:`SETTINGS` below."""
 
     @classmethod
     def load(
@@ -103,7 +84,7 @@ class Settings:
         *,
         environ: dict[str, str] | None = None,
         config_file: str | os.PathLike[str] | None = None,
-    ) -> "Settings":
+    ) -> Any:
         """Build settings from defaults, a TOML file, the environment and explicit overrides (in rising priority)."""
         environ = dict(os.environ if environ is None else environ)
         values: dict[str, Any] = {}
@@ -122,7 +103,7 @@ class Settings:
         for k, v in (overrides or {}).items():
             if v is not None:
                 values[k] = v
-        out = cls()
+        out = cls()  # type: ignore[call-arg]
         for k, v in values.items():
             setting = BY_NAME[k]
             try:
@@ -148,3 +129,13 @@ class Settings:
             f.name: ("***" if BY_NAME[f.name].secret and getattr(self, f.name) else getattr(self, f.name))
             for f in fields(self)
         }
+
+
+# The one declaration above also defines the settings object: one field per Setting, same default.
+Settings = make_dataclass(
+    "Settings",
+    [(st.name, Any, field(default=st.default, repr=not st.secret)) for st in SETTINGS],
+    bases=(_SettingsMethods,),
+)
+Settings.__module__ = __name__
+Settings.__doc__ = "The service's settings: one attribute per entry of SETTINGS."
