@@ -5,7 +5,6 @@ Imports only the standard library, so Spark drivers and ops scripts need nothing
 
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
-from . import lifecycle_errors as _lifecycle_errors  # noqa: F401  (maps the lifecycle error codes)
 from .http import CommitOwnerClient, encode_actions
 from .models import Commit, CommitsPage, TableInfo
 

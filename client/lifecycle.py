@@ -48,7 +48,7 @@ from .errors import (
     UnavailableError,
 )
 from .http import CommitOwnerClient, encode_actions
-from .lifecycle_errors import OwnershipProposalLostError, TableOwnedElsewhereError, VersionMismatchError
+from .errors import OwnershipProposalLostError, TableOwnedElsewhereError, VersionMismatchError
 from .snapshot import list_log, load_snapshot
 from .storage import LogStorage
 

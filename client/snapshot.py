@@ -23,7 +23,7 @@ from typing import Any, Callable, Mapping
 from .checkpoint import read_checkpoint_parts
 from .delta_log import OwnerRef, owner_ref, parse_actions, parse_checkpoint_file, parse_delta_file
 from .http import CommitOwnerClient
-from .lifecycle_errors import IncompleteLogError, NotADeltaTableError, SnapshotRaceError, VersionNotFoundError
+from .errors import IncompleteLogError, NotADeltaTableError, SnapshotRaceError, VersionNotFoundError
 from .models import Commit
 from .storage import LogStorage
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from client.delta_log import owner_ref, parse_actions
 from client.errors import CommitOwnerError, InvalidArgumentError, TableAlreadyExistsError, UnavailableError
-from client.lifecycle_errors import NotADeltaTableError, VersionMismatchError
+from client.errors import NotADeltaTableError, VersionMismatchError
 
 from .locations import delta_file, log_dir
 from .storage import LogStorage

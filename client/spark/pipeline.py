@@ -97,7 +97,7 @@ def _await_table(location: str, client: CommitOwnerClient, storage_options: Mapp
 
     Raises NotADeltaTableError when version 0 did not appear within ``deadline`` seconds.
     """
-    from ..lifecycle_errors import NotADeltaTableError
+    from ..errors import NotADeltaTableError
 
     started = time.monotonic()
     delay = 0.02
@@ -155,7 +155,7 @@ def write_table(
     outcome could not be learned (the Parquet files are then kept, as they may be referenced).
     """
     from ..lifecycle import create_table
-    from ..lifecycle_errors import NotADeltaTableError
+    from ..errors import NotADeltaTableError
     from ..storage import normalize_location
 
     if mode not in ("append", "overwrite"):

@@ -10,7 +10,7 @@ from deltalake import write_deltalake
 from client import CommitOwnerClient
 from client.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
 from client.lifecycle import create_table, release_ownership, take_ownership
-from client.lifecycle_errors import (
+from client.errors import (
     NotADeltaTableError,
     OwnershipProposalLostError,
     TableOwnedElsewhereError,
