@@ -48,6 +48,17 @@ def main() -> None:
     Writers send commits to the owner's HTTP API; the owner writes them to
     _delta_log/_commits, ratifies exactly one file per version in its database and
     backfills them in order to _delta_log/<v>.json.
+
+    \b
+    Settings come from flags, COMMIT_OWNER_* environment variables or a TOML file
+    (--config / COMMIT_OWNER_CONFIG), in that order; see `commit-owner config show`.
+
+    \b
+    Exit codes:
+      0  success (also `serve` stopped by SIGTERM or SIGINT)
+      1  the work failed (e.g. some backfills failed, a table was not found)
+      2  bad usage or configuration, or the database cannot be reached
+      3  the database schema is out of date: run `commit-owner migrate`
     """
 
 
@@ -55,9 +66,12 @@ def main() -> None:
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
 @_settings_options()
 def serve(config: str | None, **overrides: Any) -> None:
-    """Run the HTTP API (and, unless --no-backfill, the backfiller)."""
-    from aiohttp import web
+    """Run the HTTP API (and, unless --no-backfill, the backfiller).
 
+    SIGTERM or SIGINT stops it gracefully: the listener closes, requests in flight
+    (commits included) are answered within --shutdown-grace-seconds, the backfiller
+    stops and the database pool closes; then it exits 0.
+    """
     from .api import create_app
     from .logs import setup_logging
     from .store import SchemaOutOfDateError, check_schema, create_engine
@@ -80,9 +94,9 @@ def serve(config: str | None, **overrides: Any) -> None:
     except Exception as e:  # noqa: BLE001
         click.echo(f"error: cannot reach the database: {type(e).__name__}: {e}", err=True)
         sys.exit(2)
-    click.echo(f"commit-owner listening on http://{settings.host}:{settings.port}", err=True)
-    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None,
-                access_log=None, shutdown_timeout=10.0)
+    from .serve import run_service
+
+    run_service(create_app(settings), settings)
 
 
 @main.command()
