@@ -168,14 +168,20 @@ def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     """Every table: location, latest, backfilled, unbackfilled, accepting, last commit time."""
     from .ops import list_tables
 
+    from .ops import iso_time
+
     rows = list_tables(_load(config, **overrides))
+    for r in rows:
+        r["lastCommitTime"] = iso_time(r.get("lastCommitAt"))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'TABLE ID':36}  {'LATEST':>7}  {'BACKFILLED':>10}  {'UNBACKFILLED':>12}  {'ACCEPTING':9}  {'STATUS':8}  LOCATION")
+    click.echo(f"{'TABLE ID':36}  {'LATEST':>7}  {'BACKFILLED':>10}  {'UNBACKFILLED':>12}  {'ACCEPTING':9}  {'STATUS':8}  "
+               f"{'LAST COMMIT':20}  LOCATION")
     for r in rows:
         click.echo(f"{r['tableId']:36}  {r['latestTableVersion']:>7}  {r['latestBackfilledVersion']:>10}  "
-                   f"{r['unbackfilledCommits']:>12}  {str(r['acceptingCommits']).lower():9}  {r['status']:8}  {r['location']}")
+                   f"{r['unbackfilledCommits']:>12}  {str(r['acceptingCommits']).lower():9}  {r['status']:8}  "
+                   f"{r['lastCommitTime'] or '-':20}  {r['location']}")
 
 
 @tables.command("show")
@@ -199,12 +205,17 @@ def tables_show(table: str, as_json: bool, limit: int, config: str | None, **ove
         click.echo(json.dumps(info, indent=2))
         return
     for k in ("tableId", "location", "commitDir", "status", "statusReason", "acceptingCommits", "latestTableVersion",
-              "latestBackfilledVersion", "unbackfilledCommits", "backfillError"):
+              "latestBackfilledVersion", "unbackfilledCommits", "lastCommitTime", "backfillError"):
         click.echo(f"{k:24} {info.get(k)}")
     click.echo("recent commits:")
     for c in info["recentCommits"]:
         click.echo(f"  v{c['version']:<8} {c['fileName']}  ict={c['commitTimestamp']}  "
                    f"{'backfilled' if c['backfilled'] else 'UNBACKFILLED'}")
+
+
+from .cli_ops import config  # noqa: E402  (operations: `commit-owner config show|docs`)
+
+main.add_command(config)
 
 
 if __name__ == "__main__":
