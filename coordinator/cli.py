@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import click
 
+from .exit_codes import OwnerGroup
 from .settings import SETTINGS, Settings
 
 
@@ -40,7 +41,7 @@ def _load(config: str | None, **overrides: Any) -> Settings:
         raise click.UsageError(str(e)) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=OwnerGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(package_name="delta-commit-owner")
 def main() -> None:
     """delta-commit-owner: a commit owner for Delta Lake managed commits.
@@ -57,7 +58,7 @@ def main() -> None:
     Exit codes:
       0  success (also `serve` stopped by SIGTERM or SIGINT)
       1  the work failed (e.g. some backfills failed, a table was not found)
-      2  bad usage or configuration, or the database cannot be reached
+      2  bad usage or configuration, or the database/storage cannot be reached
       3  the database schema is out of date: run `commit-owner migrate`
     """
 

@@ -97,3 +97,16 @@ def test_config_docs_check_fails_on_a_stale_reference(tmp_path: Path) -> None:
     stale.write_text(render().replace("| `port` |", "| `prot` |"))
     res = cli("config", "docs", "--check", str(stale))
     assert res.returncode == 1 and "stale" in res.stderr
+
+
+def test_exit_codes_are_the_documented_ones(tmp_path: Path) -> None:
+    from tests.support import free_port
+
+    dead = f"postgresql+psycopg://postgres:pw-not-shown@127.0.0.1:{free_port()}/nothing"
+    res = cli("tables", "list", "--database-url", dead)
+    assert res.returncode == 2 and res.stderr.startswith("error: cannot use the database")
+    assert "Traceback" not in res.stderr and "pw-not-shown" not in res.stderr
+    res = cli("tables", "list", "--database-url", f"sqlite+aiosqlite:///{tmp_path}/never-migrated.db")
+    assert res.returncode == 3 and "commit-owner migrate" in res.stderr
+    res = cli("tables", "list", "--no-such-flag")
+    assert res.returncode == 2
