@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
 .DEFAULT_GOAL := help
-.PHONY: help run test install install-test migrate clean
+.PHONY: help run test install install-test migrate clean config-docs test-system-deps
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -37,6 +37,16 @@ run: migrate ## Start the service on SQLite + local files at 127.0.0.1:8080
 
 test: install-test ## Install test dependencies and run the whole suite
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The status-page test drives Debian's Chromium headless; install it on a fresh machine (needs root or sudo).
+test-system-deps: ## Install the system packages the tests need (chromium), unless present
+	@if [ -x /usr/bin/chromium ]; then echo "chromium: present"; else \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends chromium; fi
+
+config-docs: install ## Regenerate docs/configuration.md from the settings declaration
+	$(BIN)/commit-owner config docs --output docs/configuration.md
 
 clean: ## Remove the virtualenv, the embedded database and caches
 	rm -rf $(VENV) .stamp-* commit-owner.db* .pytest_cache

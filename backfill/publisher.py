@@ -21,7 +21,7 @@ from typing import Callable
 from client.errors import CommitOwnerError, ForeignCommitFileError, UnavailableError
 from coordinator.locations import delta_file, staged_file
 from coordinator.storage import StorageRouter
-from coordinator.store import OwnershipStore, TableRow
+from coordinator.store import CommitRow, OwnershipStore, TableRow
 
 log = logging.getLogger("commit_owner.backfill")
 
@@ -43,6 +43,7 @@ async def backfill_table(
     *,
     cached: Callable[[str, int], bytes | None] | None = None,
     on_version: Callable[[int], None] | None = None,
+    on_row: Callable[[CommitRow], None] | None = None,
 ) -> BackfillResult:
     """Publish every unbackfilled commit of ``table`` with version <= ``up_to`` (all when None).
 
@@ -90,6 +91,8 @@ async def backfill_table(
             done = row.version
             if on_version:
                 on_version(row.version)
+            if on_row:
+                on_row(row)
     except CommitOwnerError as e:
         result.error = e.message
         raise

@@ -16,7 +16,7 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from client.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
 from coordinator.settings import Settings
@@ -24,6 +24,9 @@ from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore, TableRow
 
 from .publisher import BackfillResult, backfill_table, repair_hole
+
+if TYPE_CHECKING:
+    from coordinator.metrics import Metrics
 
 log = logging.getLogger("commit_owner.backfill")
 
@@ -56,6 +59,7 @@ class Backfiller:
         self._inflight: set[asyncio.Task[None]] = set()
         self._sem = asyncio.Semaphore(8)
         self.on_result: Callable[[BackfillResult], None] | None = None
+        self.metrics: Metrics | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -144,7 +148,10 @@ class Backfiller:
                             if fixed:
                                 log.warning("table %s: re-published missing versions %s", table_id, fixed)
                             last_known_backfilled = None
-                        result = await backfill_table(self.store, self.storage, table, target, cached=self._cached)
+                        result = await backfill_table(
+                            self.store, self.storage, table, target, cached=self._cached,
+                            on_row=(lambda r: self.metrics.observe_published(r.ratified_at)) if self.metrics else None,
+                        )
                     finally:
                         try:
                             await self.store.release_lease(table_id, self.holder)
@@ -204,6 +211,8 @@ class Backfiller:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - a background worker must survive anything
+            if self.metrics is not None:
+                self.metrics.backfill_failures.inc()
             _, attempts = self._backoff.get(table_id, (0.0, 0))
             delay = min(MAX_BACKOFF_SECONDS, 0.1 * (2**attempts))
             self._backoff[table_id] = (time.monotonic() + delay, attempts + 1)

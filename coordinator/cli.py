@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 import click
 
+from .exit_codes import OwnerGroup
 from .settings import SETTINGS, Settings
 
 
@@ -40,7 +41,7 @@ def _load(config: str | None, **overrides: Any) -> Settings:
         raise click.UsageError(str(e)) from None
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.group(cls=OwnerGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
 @click.version_option(package_name="delta-commit-owner")
 def main() -> None:
     """delta-commit-owner: a commit owner for Delta Lake managed commits.
@@ -48,6 +49,17 @@ def main() -> None:
     Writers send commits to the owner's HTTP API; the owner writes them to
     _delta_log/_commits, ratifies exactly one file per version in its database and
     backfills them in order to _delta_log/<v>.json.
+
+    \b
+    Settings come from flags, COMMIT_OWNER_* environment variables or a TOML file
+    (--config / COMMIT_OWNER_CONFIG), in that order; see `commit-owner config show`.
+
+    \b
+    Exit codes:
+      0  success (also `serve` stopped by SIGTERM or SIGINT)
+      1  the work failed (e.g. some backfills failed, a table was not found)
+      2  bad usage or configuration, or the database/storage cannot be reached
+      3  the database schema is out of date: run `commit-owner migrate`
     """
 
 
@@ -55,9 +67,12 @@ def main() -> None:
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
 @_settings_options()
 def serve(config: str | None, **overrides: Any) -> None:
-    """Run the HTTP API (and, unless --no-backfill, the backfiller)."""
-    from aiohttp import web
+    """Run the HTTP API (and, unless --no-backfill, the backfiller).
 
+    SIGTERM or SIGINT stops it gracefully: the listener closes, requests in flight
+    (commits included) are answered within --shutdown-grace-seconds, the backfiller
+    stops and the database pool closes; then it exits 0.
+    """
     from .api import create_app
     from .logs import setup_logging
     from .store import SchemaOutOfDateError, check_schema, create_engine
@@ -80,9 +95,9 @@ def serve(config: str | None, **overrides: Any) -> None:
     except Exception as e:  # noqa: BLE001
         click.echo(f"error: cannot reach the database: {type(e).__name__}: {e}", err=True)
         sys.exit(2)
-    click.echo(f"commit-owner listening on http://{settings.host}:{settings.port}", err=True)
-    web.run_app(create_app(settings), host=settings.host, port=settings.port, print=None,
-                access_log=None, shutdown_timeout=10.0)
+    from .serve import run_service
+
+    run_service(create_app(settings), settings)
 
 
 @main.command()
@@ -154,14 +169,20 @@ def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     """Every table: location, latest, backfilled, unbackfilled, accepting, last commit time."""
     from .ops import list_tables
 
+    from .ops import iso_time
+
     rows = list_tables(_load(config, **overrides))
+    for r in rows:
+        r["lastCommitTime"] = iso_time(r.get("lastCommitAt"))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'TABLE ID':36}  {'LATEST':>7}  {'BACKFILLED':>10}  {'UNBACKFILLED':>12}  {'ACCEPTING':9}  {'STATUS':8}  LOCATION")
+    click.echo(f"{'TABLE ID':36}  {'LATEST':>7}  {'BACKFILLED':>10}  {'UNBACKFILLED':>12}  {'ACCEPTING':9}  {'STATUS':8}  "
+               f"{'LAST COMMIT':20}  LOCATION")
     for r in rows:
         click.echo(f"{r['tableId']:36}  {r['latestTableVersion']:>7}  {r['latestBackfilledVersion']:>10}  "
-                   f"{r['unbackfilledCommits']:>12}  {str(r['acceptingCommits']).lower():9}  {r['status']:8}  {r['location']}")
+                   f"{r['unbackfilledCommits']:>12}  {str(r['acceptingCommits']).lower():9}  {r['status']:8}  "
+                   f"{r['lastCommitTime'] or '-':20}  {r['location']}")
 
 
 @tables.command("show")
@@ -185,12 +206,17 @@ def tables_show(table: str, as_json: bool, limit: int, config: str | None, **ove
         click.echo(json.dumps(info, indent=2))
         return
     for k in ("tableId", "location", "commitDir", "status", "statusReason", "acceptingCommits", "latestTableVersion",
-              "latestBackfilledVersion", "unbackfilledCommits", "backfillError"):
+              "latestBackfilledVersion", "unbackfilledCommits", "lastCommitTime", "backfillError"):
         click.echo(f"{k:24} {info.get(k)}")
     click.echo("recent commits:")
     for c in info["recentCommits"]:
         click.echo(f"  v{c['version']:<8} {c['fileName']}  ict={c['commitTimestamp']}  "
                    f"{'backfilled' if c['backfilled'] else 'UNBACKFILLED'}")
+
+
+from .cli_ops import config  # noqa: E402  (operations: `commit-owner config show|docs`)
+
+main.add_command(config)
 
 
 if __name__ == "__main__":

@@ -1,11 +1,35 @@
-"""Logging: JSON lines when not on a terminal, readable text on one."""
+"""Logging: JSON lines when not on a terminal, readable text on one; credentials never reach a log.
+
+Every formatted line goes through :func:`redact`, which masks bearer tokens, ``Authorization``
+headers and ``token=`` / ``secret=`` / ``password=`` style parameters (in URLs, query strings and
+messages), and the password of database URLs. The access log (``commit_owner.access``) writes one
+line per request with ``request_id``, ``table_id``, ``version``, ``outcome`` and ``duration_ms``.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
+
+_PATTERNS = [
+    # Authorization: Bearer <token> / Basic <creds>, and a bare "Bearer <token>"
+    (re.compile(r"(?i)(authorization\s*[:=]\s*)(\S+\s+)?[^\s,;\"']+"), r"\1\2***"),
+    (re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]+"), r"\1***"),
+    # token=..., access_token=..., api_key=..., secret=..., password=... in query strings and messages
+    (re.compile(r"(?i)\b([a-z_]*(?:token|secret|password|api_key|apikey|signature)=)[^&\s\"',;]+"), r"\1***"),
+    # scheme://user:password@host
+    (re.compile(r"(?i)(\b[a-z][a-z0-9+.-]*://[^:/@\s]+:)[^@\s]+@"), r"\1***@"),
+]
+
+
+def redact(text: str) -> str:
+    """``text`` with credentials masked."""
+    for pattern, repl in _PATTERNS:
+        text = pattern.sub(repl, text)
+    return text
 
 
 class JsonFormatter(logging.Formatter):
@@ -24,13 +48,23 @@ class JsonFormatter(logging.Formatter):
                 out[f] = v
         if record.exc_info:
             out["exc"] = self.formatException(record.exc_info)
-        return json.dumps(out, default=str)
+        return redact(json.dumps(out, default=str))
+
+
+class TextFormatter(logging.Formatter):
+    def __init__(self) -> None:
+        super().__init__("%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        line = super().format(record)
+        rid = getattr(record, "request_id", None)
+        return redact(f"{line} [request {rid}]" if rid else line)
 
 
 def setup_logging(level: str = "INFO", fmt: str = "auto") -> None:
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter() if use_json else logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -35,6 +35,16 @@ async def _resolve(store: OwnershipStore, ref: str) -> TableRow:
         return await store.find_table(normalize_location(ref))
 
 
+def iso_time(ms: int | None) -> str | None:
+    """Milliseconds since the epoch as an ISO-8601 UTC time (None stays None)."""
+    if ms is None:
+        return None
+    import datetime
+
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="seconds").replace(
+        "+00:00", "Z")
+
+
 def list_tables(settings: Settings) -> list[dict[str, Any]]:
     async def go() -> list[dict[str, Any]]:
         async with _open(settings) as (store, _):
@@ -49,6 +59,7 @@ def show_table(settings: Settings, ref: str, limit: int = 20) -> dict[str, Any]:
             t = await _resolve(store, ref)
             out = t.to_json()
             out["backfillError"] = t.backfill_error
+            out["lastCommitTime"] = iso_time(t.last_commit_at)
             out["recentCommits"] = [
                 {**c.to_json(t.location, t.commit_dir), "backfilled": c.backfilled_at is not None,
                  "ratifiedAt": c.ratified_at, "idempotencyKey": c.idempotency_key}
@@ -135,4 +146,4 @@ def _backfill_via_api(endpoint: str, token: str | None, ref: str | None, to_vers
     return summary
 
 
-__all__ = ["list_tables", "show_table", "run_backfill", "TableNotFoundError"]
+__all__ = ["list_tables", "show_table", "run_backfill", "iso_time", "TableNotFoundError"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from client.errors import (
     CommitFailedError,
+    CommitOwnerError,
     IdempotencyKeyReusedError,
     InvalidArgumentError,
     InvalidCommitError,
@@ -33,6 +35,8 @@ from .store import CommitRow, OwnershipStore, TableRow, now_ms
 
 if TYPE_CHECKING:
     from backfill.worker import Backfiller
+
+    from .metrics import Metrics
 
 log = logging.getLogger("commit_owner.service")
 
@@ -58,6 +62,7 @@ class CommitService:
         self.store = store
         self.storage = storage
         self.backfiller: Backfiller | None = None
+        self.metrics: Metrics | None = None
         # A table's location and folder never change: cache them so a commit costs no extra read.
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
 
@@ -103,6 +108,20 @@ class CommitService:
 
     async def commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None) -> dict[str, Any]:
         """Ratify ``data`` as ``version``; returns the commit's JSON. Raises the CommitFailedError family."""
+        if self.metrics is None:
+            return await self._commit(table_id, version, data, idempotency_key)
+        started, outcome = time.perf_counter(), "INTERNAL"
+        try:
+            result = await self._commit(table_id, version, data, idempotency_key)
+            outcome = "ok"
+            return result
+        except CommitOwnerError as e:
+            outcome = e.code
+            raise
+        finally:
+            self.metrics.observe_commit(outcome, time.perf_counter() - started)
+
+    async def _commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None) -> dict[str, Any]:
         if version == 0:
             raise InvalidCommitError("Commit version 0 must go via filesystem.", latest_table_version=None)
         if version < 0:

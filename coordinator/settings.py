@@ -69,6 +69,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage_threads", 16, "Threads of the bounded pool that runs blocking local-disk I/O.", int),
     Setting("log_level", "INFO", "Log level (DEBUG, INFO, WARNING, ERROR)."),
     Setting("log_format", "auto", "Log format: auto (JSON lines when not on a terminal), json or text."),
+    # -- operations (issue 9) --
+    Setting("shutdown_grace_seconds", 10.0,
+            "On SIGTERM/SIGINT, how long requests in flight may take to finish before they are cancelled.", float),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -13,9 +13,10 @@ from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
 from ..store import OwnershipStore, check_schema, create_engine
-from . import commits, health, tables
+from ..metrics import Metrics, RecentErrors
+from . import commits, health, observe, status, tables
 from .errors import error_middleware
-from .keys import BACKFILLER, SERVICE, SETTINGS, STORAGE, STORE
+from .keys import BACKFILLER, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE
 
 log = logging.getLogger("commit_owner.app")
 
@@ -25,6 +26,7 @@ API = "/api/v1"
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     s = app[SETTINGS]
     engine = create_engine(s.database_url, pool_size=s.db_pool_size, timeout=s.request_timeout_seconds)
+    app[METRICS].watch_engine(engine)
     try:
         await check_schema(engine)
         app[STORE] = OwnershipStore(engine)
@@ -34,7 +36,7 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
-    router = StorageRouter(app[SETTINGS])
+    router = StorageRouter(app[SETTINGS], wrap=app[METRICS].wrap_storage)
     app[STORAGE] = router
     try:
         yield
@@ -47,6 +49,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     service = CommitService(s, app[STORE], app[STORAGE])
     backfiller = Backfiller(app[STORE], app[STORAGE], s, background=s.backfill)
     service.backfiller = backfiller
+    service.metrics = backfiller.metrics = app[METRICS]
     app[SERVICE] = service
     app[BACKFILLER] = backfiller
     await backfiller.start()
@@ -57,11 +60,16 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings) -> web.Application:
-    app = web.Application(middlewares=[error_middleware], client_max_size=settings.max_body_bytes)
+    app = web.Application(middlewares=[observe.access_middleware, error_middleware],
+                          client_max_size=settings.max_body_bytes)
     app[SETTINGS] = settings
+    app[METRICS] = Metrics()
+    app[RECENT_ERRORS] = RecentErrors()
     app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx])
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
+    app.router.add_get("/metrics", observe.metrics_handler)
+    app.router.add_get("/", status.status_page)
     app.router.add_post(f"{API}/tables", tables.register_table)
     app.router.add_get(f"{API}/tables", tables.list_tables)
     app.router.add_get(f"{API}/tables/{{table_id}}", tables.get_table)

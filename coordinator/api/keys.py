@@ -16,3 +16,9 @@ STORE = web.AppKey("store", OwnershipStore)
 STORAGE = web.AppKey("storage", StorageRouter)
 SERVICE = web.AppKey("service", CommitService)
 BACKFILLER = web.AppKey("backfiller", Backfiller)
+
+# operations (metrics, status page)
+from ..metrics import Metrics, RecentErrors  # noqa: E402
+
+METRICS = web.AppKey("metrics", Metrics)
+RECENT_ERRORS = web.AppKey("recent_errors", RecentErrors)

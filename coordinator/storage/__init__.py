@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
 from ..settings import Settings
 from .base import FileInfo, LogStorage
 
@@ -9,15 +11,18 @@ from .base import FileInfo, LogStorage
 class StorageRouter:
     """Hands out the backend for a location's scheme; backends are created on first use."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, wrap: Callable[[LogStorage], LogStorage] | None = None) -> None:
         self._settings = settings
         self._backends: dict[str, LogStorage] = {}
+        self._wrap = wrap  # e.g. the metrics' error counter around every backend
 
     def for_uri(self, uri: str) -> LogStorage:
         scheme = uri.split("://", 1)[0]
         backend = self._backends.get(scheme)
         if backend is None:
             backend = self._make(scheme)
+            if self._wrap is not None:
+                backend = self._wrap(backend)
             self._backends[scheme] = backend
         return backend
 

@@ -303,6 +303,13 @@ class OwnershipStore:
         async with self._tx(write=False) as conn:
             return [r[0] for r in (await conn.execute(stmt)).all()]
 
+    async def oldest_unbackfilled(self) -> dict[str, int]:
+        """table id -> ratification time (ms) of its oldest unbackfilled commit, for tables that have one."""
+        c = commits.c
+        stmt = select(c.table_id, func.min(c.ratified_at)).where(c.backfilled_at.is_(None)).group_by(c.table_id)
+        async with self._tx(write=False) as conn:
+            return {r[0]: int(r[1]) for r in (await conn.execute(stmt)).all()}
+
     # -- backfill leases ----------------------------------------------------------------------------
 
     async def acquire_lease(self, table_id: str, holder: str, ttl_seconds: float) -> bool:

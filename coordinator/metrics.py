@@ -1,0 +1,183 @@
+"""Prometheus metrics of one application (``/metrics``).
+
+Every :class:`Metrics` owns its own ``CollectorRegistry``: several apps in one process (tests, an
+embedded owner) never clash over the global registry, and a fresh app starts from zero.
+
+What is measured where:
+
+* commits by outcome, commit latency and conflicts: ``CommitService.commit``;
+* backfill lag (ratification acknowledged -> ``<v>.json`` published), published versions and
+  failures: the ``Backfiller``;
+* backlog and age of the oldest unbackfilled commit per table: read from the ownership store at
+  scrape time, so the figures are right even when another process backfills;
+* database errors: SQLAlchemy's ``handle_error`` engine event (integrity violations excluded, they
+  are how the database decides a race); storage errors: a wrapper around each storage backend
+  (``FileExistsError`` / ``FileNotFoundError`` excluded, they are answers, not failures);
+* in-flight requests and requests by route and status: the access-log middleware.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from typing import Any
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from .storage.base import LogStorage
+
+__all__ = ["Metrics", "CONTENT_TYPE_LATEST", "MeteredStorage", "RecentErrors"]
+
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+_LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
+
+
+class Metrics:
+    """The metric families of one app, registered in a private registry."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.commits = Counter("commit_owner_commits", "Commit requests by outcome (ok or the error code).",
+                               ["outcome"], registry=r)
+        self.commit_latency = Histogram("commit_owner_commit_duration_seconds",
+                                        "Time to answer a commit request (ratified or refused).",
+                                        ["outcome"], buckets=_LATENCY_BUCKETS, registry=r)
+        self.conflicts = Counter("commit_owner_commit_conflicts",
+                                 "Commits that lost the race for their version (COMMIT_VERSION_CONFLICT).", registry=r)
+        self.backfill_lag = Histogram("commit_owner_backfill_lag_seconds",
+                                      "Time from a commit's ratification to its publication as _delta_log/<v>.json.",
+                                      buckets=_LAG_BUCKETS, registry=r)
+        self.backfill_published = Counter("commit_owner_backfill_published_versions",
+                                          "Versions this process's backfiller published to _delta_log (or found already there).", registry=r)
+        self.backfill_failures = Counter("commit_owner_backfill_failures",
+                                         "Background backfill runs that failed (retried with backoff).", registry=r)
+        self.backlog = Gauge("commit_owner_table_unbackfilled_commits",
+                             "Ratified commits not yet published to _delta_log, per table (read at scrape time).",
+                             ["table_id"], registry=r)
+        self.backlog_age = Gauge("commit_owner_table_oldest_unbackfilled_age_seconds",
+                                 "Age of the oldest unbackfilled commit per table (0 when none; read at scrape time).",
+                                 ["table_id"], registry=r)
+        self.tables = Gauge("commit_owner_tables", "Owned tables by status (read at scrape time).", ["status"],
+                            registry=r)
+        self.db_errors = Counter("commit_owner_database_errors",
+                                 "Errors raised by the ownership store's database driver (constraint races excluded).",
+                                 registry=r)
+        self.storage_errors = Counter("commit_owner_storage_errors",
+                                      "Failed log-storage operations (existing/missing files excluded).",
+                                      ["operation"], registry=r)
+        self.in_flight = Gauge("commit_owner_http_requests_in_flight", "HTTP requests being served.", registry=r)
+        self.requests = Counter("commit_owner_http_requests", "HTTP requests answered, by route and status.",
+                                ["method", "route", "status"], registry=r)
+        self.request_latency = Histogram("commit_owner_http_request_duration_seconds",
+                                         "Time to answer an HTTP request, by route.", ["method", "route"],
+                                         buckets=_LATENCY_BUCKETS, registry=r)
+        for outcome in ("ok", "COMMIT_VERSION_CONFLICT"):
+            self.commits.labels(outcome)  # the usual series exist from the start (rate() needs a zero)
+        self.storage_errors.labels("put_if_absent")
+
+    # -- hooks ------------------------------------------------------------------------------------
+
+    def observe_commit(self, outcome: str, seconds: float) -> None:
+        self.commits.labels(outcome).inc()
+        self.commit_latency.labels(outcome).observe(seconds)
+        if outcome == "COMMIT_VERSION_CONFLICT":
+            self.conflicts.inc()
+
+    def observe_published(self, ratified_at_ms: int) -> None:
+        self.backfill_published.inc()
+        self.backfill_lag.observe(max(0.0, time.time() - ratified_at_ms / 1000.0))
+
+    def watch_engine(self, engine: Any) -> None:
+        """Count the database errors of an AsyncEngine (SQLAlchemy ``handle_error`` event)."""
+        from sqlalchemy import event
+        from sqlalchemy.exc import IntegrityError
+
+        def on_error(ctx: Any) -> None:
+            if not isinstance(ctx.sqlalchemy_exception, IntegrityError):
+                self.db_errors.inc()
+
+        event.listen(engine.sync_engine, "handle_error", on_error)
+
+    def wrap_storage(self, backend: LogStorage) -> LogStorage:
+        return MeteredStorage(backend, self)
+
+    async def refresh_tables(self, store: Any) -> None:
+        """Set the per-table gauges from the ownership store (called before each scrape)."""
+        tables = await store.list_tables()
+        ages = await store.oldest_unbackfilled()
+        now = time.time()
+        self.backlog.clear()
+        self.backlog_age.clear()
+        self.tables.clear()
+        by_status: dict[str, int] = {}
+        for t in tables:
+            self.backlog.labels(t.table_id).set(t.unbackfilled)
+            ratified = ages.get(t.table_id)
+            self.backlog_age.labels(t.table_id).set(max(0.0, now - ratified / 1000.0) if ratified else 0.0)
+            by_status[t.status] = by_status.get(t.status, 0) + 1
+        for status, n in by_status.items():
+            self.tables.labels(status).set(n)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+class MeteredStorage(LogStorage):
+    """A storage backend whose failed operations are counted; behaviour is the wrapped backend's."""
+
+    _ANSWERS = (FileExistsError, FileNotFoundError)
+
+    def __init__(self, inner: LogStorage, metrics: Metrics) -> None:
+        self.inner = inner
+        self.metrics = metrics
+        self.scheme = getattr(inner, "scheme", "")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def _call(self, op: str, *args: Any) -> Any:
+        try:
+            return await getattr(self.inner, op)(*args)
+        except self._ANSWERS:
+            raise
+        except OSError:
+            self.metrics.storage_errors.labels(op).inc()
+            raise
+
+    async def put_if_absent(self, uri: str, data: bytes) -> Any:
+        return await self._call("put_if_absent", uri, data)
+
+    async def read(self, uri: str) -> bytes:
+        return await self._call("read", uri)  # type: ignore[no-any-return]
+
+    async def exists(self, uri: str) -> bool:
+        return await self._call("exists", uri)  # type: ignore[no-any-return]
+
+    async def delete(self, uri: str) -> None:
+        await self._call("delete", uri)
+
+    async def list_names(self, dir_uri: str) -> list[str]:
+        return await self._call("list_names", dir_uri)  # type: ignore[no-any-return]
+
+    async def info(self, uri: str) -> Any:
+        return await self._call("info", uri)
+
+    async def ping(self) -> None:
+        await self._call("ping")
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+
+class RecentErrors:
+    """The last few failed requests of this process, newest first, for the status page."""
+
+    def __init__(self, size: int = 50) -> None:
+        self._items: deque[dict[str, Any]] = deque(maxlen=size)
+
+    def add(self, **item: Any) -> None:
+        item.setdefault("at", time.time())
+        self._items.appendleft(item)
+
+    def items(self) -> list[dict[str, Any]]:
+        return list(self._items)

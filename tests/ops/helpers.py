@@ -1,0 +1,72 @@
+"""Helpers of the operations tests: scraping /metrics, raw HTTP calls, the test database."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+import uuid
+from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.support import Service, ndjson
+
+
+def scrape(svc: Service) -> dict[tuple[str, frozenset], float]:
+    """Every sample of ``/metrics``: (sample name, labels) -> value."""
+    with urllib.request.urlopen(svc.endpoint + "/metrics", timeout=10) as r:
+        assert r.headers["Content-Type"].startswith("text/plain")
+        text = r.read().decode()
+    out: dict[tuple[str, frozenset], float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, frozenset(s.labels.items()))] = s.value
+    return out
+
+
+def sample(samples: dict[tuple[str, frozenset], float], name: str, **labels: str) -> float:
+    return samples.get((name, frozenset(labels.items())), 0.0)
+
+
+def call(svc: Service, method: str, path: str, body: bytes | None = None,
+         headers: dict[str, str] | None = None, timeout: float = 30) -> tuple[int, dict[str, str], Any]:
+    """One HTTP request, no retries: (status, headers, decoded JSON body or None)."""
+    req = urllib.request.Request(svc.endpoint + path, data=body, method=method, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            raw, status, hdrs = r.read(), r.status, dict(r.headers)
+    except urllib.error.HTTPError as e:
+        raw, status, hdrs = e.read(), e.code, dict(e.headers)
+    try:
+        data = json.loads(raw) if raw else None
+    except ValueError:
+        data = raw.decode(errors="replace")
+    return status, hdrs, data
+
+
+def post_commit(svc: Service, table_id: str, version: int, acts: list[dict[str, Any]],
+                headers: dict[str, str] | None = None, query: str = "") -> tuple[int, dict[str, str], Any]:
+    h = {"Content-Type": "application/x-ndjson", "Idempotency-Key": str(uuid.uuid4()), **(headers or {})}
+    return call(svc, "POST", f"/api/v1/tables/{table_id}/commits?version={version}{query}", ndjson(acts), h)
+
+
+def pg_connect(database_url: str) -> Any:
+    """A psycopg connection (autocommit) to the database of ``database_url``."""
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    u = make_url(database_url)
+    return psycopg.connect(host=u.host, port=u.port or 5432, user=u.username, password=u.password,
+                           dbname=u.database, autocommit=True)
+
+
+def pg_connections(database_url: str) -> int:
+    """Connections to the database of ``database_url`` other than the one asking."""
+    from sqlalchemy.engine import make_url
+
+    name = make_url(database_url).database
+    with pg_connect(database_url) as conn:
+        row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                           (name,)).fetchone()
+    return int(row[0])
