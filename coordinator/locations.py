@@ -37,9 +37,13 @@ def normalize_location(location: str) -> str:
     loc = location.strip()
     if "\x00" in loc or any(ord(c) < 32 for c in loc):
         raise InvalidArgumentError("location contains control characters")
+    _check_text(loc)
     if loc.startswith("/"):
         loc = "file://" + loc
-    parts = urlsplit(loc)
+    try:
+        parts = urlsplit(loc)
+    except ValueError:
+        raise InvalidArgumentError("location is not a valid URI") from None
     scheme = parts.scheme.lower()
     if scheme in ("s3a", "s3n"):
         scheme = "s3"
@@ -47,7 +51,6 @@ def normalize_location(location: str) -> str:
         raise InvalidArgumentError(f"unsupported location scheme {parts.scheme!r}: use file:// or s3://")
     if parts.query or parts.fragment:
         raise InvalidArgumentError("location must not carry a query or fragment")
-    _check_text(loc)
     path = unquote(parts.path)
     _check_text(path)
     if _ENCODED.search(path):

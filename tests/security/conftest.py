@@ -34,6 +34,27 @@ def make_token(backend: Backend, *scopes: str) -> dict[str, Any]:
     return json.loads(cli(backend, *args).stdout)
 
 
+def store_token(backend: Backend, *scopes: str) -> str:
+    """A token written through the token store itself (no CLI start-up: for fixtures that need many)."""
+    import asyncio
+
+    from coordinator.store import create_engine
+    from coordinator.store.tokens import TokenStore
+    from coordinator.tokens import new_token, parse_scope
+
+    token_id, secret_hash, token = new_token()
+
+    async def go() -> None:
+        engine = create_engine(backend.database_url)
+        try:
+            await TokenStore(engine).create(token_id, secret_hash, [parse_scope(s) for s in scopes])
+        finally:
+            await engine.dispose()
+
+    asyncio.run(go())
+    return token
+
+
 def call(endpoint: str, method: str, path: str, body: bytes | None = None, token: str | None = None,
          headers: dict[str, str] | None = None) -> tuple[int, Any, dict[str, str]]:
     hdrs = dict(headers or {})
@@ -76,8 +97,22 @@ class State:
         self.backend, self.prefixes = backend, prefixes
 
     def take(self) -> tuple[Any, ...]:
-        return (db_state(self.backend.database_url),
-                *(self.backend.snapshot(p) for p in self.prefixes))
+        return (db_state(self.backend.database_url), *(self._files(p) for p in self.prefixes))
+
+    def _files(self, prefix: str) -> dict[str, bytes]:
+        if not prefix.startswith("file://"):
+            return self.backend.snapshot(prefix)
+        # Local disk: walk without following symlinks (the tests plant some that point out of a root).
+        base, out = prefix[len("file://"):], {}
+        for d, dirs, files in os.walk(base):
+            for name in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
+                p = os.path.join(d, name)
+                if os.path.islink(p):
+                    out[p] = ("link:" + os.readlink(p)).encode()
+                elif not name.startswith(".tmp-") and not name.endswith((".db", ".db-wal", ".db-shm", ".log")):
+                    with open(p, "rb") as f:
+                        out[p] = f.read()
+        return out
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 
 from client import CommitOwnerClient
 from client.errors import PermissionDeniedError, UnauthenticatedError
-from tests.security.conftest import State, call, cli, make_token
+from tests.security.conftest import State, call, cli, make_token, store_token
 from tests.support import Service, actions, delta_file, ndjson, version0, wait_until
 
 NDJSON = {"Content-Type": "application/x-ndjson"}
@@ -19,11 +19,11 @@ class World:
         b = svc.backend
         self.svc, self.backend = svc, b
         self.wh = f"file://{b.tmp}/wh"
-        self.admin = make_token(b, "*:admin")["token"]
-        self.a_admin = make_token(b, f"{self.wh}/team-a:admin")["token"]
-        self.a_commit = make_token(b, f"{self.wh}/team-a:commit")["token"]
-        self.a_read = make_token(b, f"{self.wh}/team-a:read")["token"]
-        self.b_admin = make_token(b, f"{self.wh}/team-b:admin")["token"]
+        self.admin = make_token(b, "*:admin")["token"]  # through the CLI
+        self.a_admin = store_token(b, f"{self.wh}/team-a:admin")
+        self.a_commit = store_token(b, f"{self.wh}/team-a:commit")
+        self.a_read = store_token(b, f"{self.wh}/team-a:read")
+        self.b_admin = store_token(b, f"{self.wh}/team-b:admin")
         self.a_table, self.a_loc = self.create(self.a_admin, f"{self.wh}/team-a/t1")
         self.b_table, self.b_loc = self.create(self.b_admin, f"{self.wh}/team-b/t1")
         # a table whose name starts like team-a's prefix but lies outside it
