@@ -75,19 +75,21 @@ def call(endpoint: str, method: str, path: str, body: bytes | None = None, token
     return status, payload, rh
 
 
+_ENGINES: dict[str, Any] = {}
+
+
 def db_state(database_url: str) -> dict[str, list[tuple]]:
     """Every row of the ownership store's tables."""
     from sqlalchemy import create_engine, text
 
     from coordinator.store.engine import sync_url
 
-    engine = create_engine(sync_url(database_url))
-    try:
-        with engine.connect() as conn:
-            return {t: sorted(tuple(r) for r in conn.execute(text(f"SELECT * FROM {t}")))
-                    for t in ("owned_tables", "commits", "tokens")}
-    finally:
-        engine.dispose()
+    engine = _ENGINES.get(database_url)
+    if engine is None:
+        engine = _ENGINES[database_url] = create_engine(sync_url(database_url))
+    with engine.connect() as conn:
+        return {t: sorted(tuple(r) for r in conn.execute(text(f"SELECT * FROM {t}")))
+                for t in ("owned_tables", "commits", "tokens")}
 
 
 class State:
@@ -124,3 +126,11 @@ def local_auth(request: pytest.FixtureRequest) -> Iterator[Service]:
                                 "COMMIT_OWNER_ALLOW_LOCATION": f"file://{b.tmp}/wh"}).start()
     yield svc
     svc.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _dispose_engines() -> Iterator[None]:
+    yield
+    for engine in _ENGINES.values():
+        engine.dispose()
+    _ENGINES.clear()
