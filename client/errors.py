@@ -157,6 +157,12 @@ class PermissionDeniedError(CommitOwnerError):
     http_status = 403
 
 
+class LocationNotAllowedError(PermissionDeniedError):
+    """The location lies outside every root the owner is configured to manage (403)."""
+
+    code = "LOCATION_NOT_ALLOWED"
+
+
 class UnavailableError(CommitOwnerError):
     """The database or storage cannot be reached, or the service is shutting down (503, true/false)."""
 
@@ -250,6 +256,7 @@ _BY_CODE: dict[str, type[CommitOwnerError]] = {
         PayloadTooLargeError,
         UnauthenticatedError,
         PermissionDeniedError,
+        LocationNotAllowedError,
         UnavailableError,
         InternalError,
         NotADeltaTableError,
@@ -262,14 +269,18 @@ _BY_CODE: dict[str, type[CommitOwnerError]] = {
 _BY_CODE["OWNERSHIP_PUBLISHED"] = InvalidArgumentError
 
 
+# Replies without a known code (a proxy's 401, say) still map to the class their status means.
+_BY_STATUS: dict[int, type[CommitOwnerError]] = {401: UnauthenticatedError, 403: PermissionDeniedError}
+
+
 def error_from_envelope(status: int, body: Any) -> CommitOwnerError:
     """Rebuild the exception a server reply describes (unknown shapes become a generic error)."""
     err = body.get("error") if isinstance(body, dict) else None
     if not isinstance(err, dict):
-        cls = UnavailableError if status >= 500 else CommitOwnerError
+        cls = _BY_STATUS.get(status, UnavailableError if status >= 500 else CommitOwnerError)
         return cls(f"HTTP {status} without an error envelope", http_status=status)
     code = str(err.get("code", "INTERNAL"))
-    cls = _BY_CODE.get(code, CommitOwnerError)
+    cls = _BY_CODE.get(code) or _BY_STATUS.get(status, CommitOwnerError)
     return cls(
         str(err.get("message", "")),
         retryable=bool(err.get("retryable", False)),

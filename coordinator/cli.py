@@ -26,6 +26,9 @@ def _settings_options(names: tuple[str, ...] | None = None) -> Callable[[Callabl
                 continue
             if s.type.__name__ == "_bool":
                 f = click.option(f"{s.option}/--no-{s.option[2:]}", s.name, default=None, help=s.help)(f)
+            elif getattr(s.type, "multiple", False):  # repeatable; not given -> None, so env/TOML apply
+                f = click.option(s.option, s.name, multiple=True, callback=lambda _c, _p, v: v or None,
+                                 help=f"{s.help} [env {s.env}; default {','.join(s.default)!r}]")(f)
             else:
                 f = click.option(s.option, s.name, default=None, type=s.type if s.type in (int, float) else str,
                                  help=f"{s.help} [env {s.env}; default {s.default!r}]")(f)
@@ -77,8 +80,14 @@ def serve(config: str | None, **overrides: Any) -> None:
     from .logs import setup_logging
     from .store import SchemaOutOfDateError, check_schema, create_engine
 
+    from .api.auth import check_auth_mode
+
     settings = _load(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
+    try:
+        check_auth_mode(settings)
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
 
     async def schema_ok() -> None:
         engine = create_engine(settings.database_url)
@@ -217,6 +226,10 @@ def tables_show(table: str, as_json: bool, limit: int, config: str | None, **ove
 from .cli_ops import config  # noqa: E402  (operations: `commit-owner config show|docs`)
 
 main.add_command(config)
+
+from .tokens_cli import tokens  # noqa: E402  (security: `commit-owner tokens ...`)
+
+main.add_command(tokens)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from client.errors import (
 from .commit_body import parse_commit_body
 from .lifecycle import OwnershipPublishedError, check_log_matches, clear_dead_proposal, first_commit_names
 from .locations import normalize_location, staged_file
+from .roots import check_allowed, parse_roots
 from .settings import Settings
 from .storage import StorageRouter
 from .store import CommitRow, OwnershipStore, TableRow, now_ms
@@ -63,6 +64,7 @@ class CommitService:
         self.storage = storage
         self.backfiller: Backfiller | None = None
         self.metrics: Metrics | None = None
+        self.roots = parse_roots(settings.allow_location)
         # A table's location and folder never change: cache them so a commit costs no extra read.
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
 
@@ -75,6 +77,7 @@ class CommitService:
             raise InvalidArgumentError("commitDir must be _commits or _staged_commits")
         if isinstance(current_version, bool) or not isinstance(current_version, int) or current_version < -1:
             raise InvalidArgumentError("currentVersion must be an integer >= -1")
+        check_allowed(loc, self.roots)
         storage = self.storage.for_uri(loc)
         await check_log_matches(storage, loc, current_version)
         try:
@@ -127,7 +130,7 @@ class CommitService:
         if version < 0:
             raise InvalidCommitError(f"Commit version {version} is not valid: versions start at 0.")
         uid = parse_uuid(idempotency_key, "Idempotency-Key") if idempotency_key else str(uuid.uuid4())
-        body = parse_commit_body(data)
+        body = parse_commit_body(data, max_line_bytes=self.settings.max_line_bytes)
         place = await self.place(table_id)
         path = staged_file(place.location, place.commit_dir, version, uid)
         storage = self.storage.for_uri(path)

@@ -27,6 +27,15 @@ def _bool(v: Any) -> bool:
     raise ValueError(f"not a boolean: {v!r}")
 
 
+def _list(v: Any) -> tuple[str, ...]:
+    """A list setting: repeated flags, a TOML array or a comma-separated environment variable."""
+    items = [v] if isinstance(v, str) else list(v)
+    return tuple(p.strip() for item in items for p in str(item).split(",") if p.strip())
+
+
+_list.multiple = True  # type: ignore[attr-defined]  # the CLI makes its flag repeatable
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
@@ -72,6 +81,16 @@ SETTINGS: tuple[Setting, ...] = (
     # -- operations (issue 9) --
     Setting("shutdown_grace_seconds", 10.0,
             "On SIGTERM/SIGINT, how long requests in flight may take to finish before they are cancelled.", float),
+    # -- security (issue 7): authentication, allowed roots, input limits --
+    Setting("auth", "none",
+            "Authentication: tokens (bearer tokens from `commit-owner tokens create`) or none (loopback hosts only)."),
+    Setting("allow_insecure_no_auth", False,
+            "Allow --auth none on a non-loopback address (logs a warning; anyone who reaches the port may commit).",
+            _bool),
+    Setting("allow_location", ("./warehouse",),
+            "Roots under which tables may be registered (repeatable; comma-separated in the environment); "
+            "a path without a scheme is relative to the working directory.", _list),
+    Setting("max_line_bytes", 16 * 1024 * 1024, "Largest accepted line (one action) of a commit body.", int),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}
@@ -125,6 +144,10 @@ class _SettingsMethods:
             raise ValueError("max_unbackfilled_commits must be >= 1")
         if self.max_body_bytes < 1024:
             raise ValueError("max_body_bytes must be >= 1024")
+        if self.auth not in ("none", "tokens"):
+            raise ValueError(f"auth must be tokens or none, got {self.auth!r}")
+        if self.max_line_bytes < 1024:
+            raise ValueError("max_line_bytes must be >= 1024")
 
     def public(self) -> dict[str, Any]:
         """The settings with secrets masked, for logs and status pages."""

@@ -63,8 +63,15 @@ class Backend:
         assert self.tmp is not None
         return "file://" + str(self.tmp / name)
 
+    def allowed_roots(self) -> str:
+        """--allow-location covering every place tests put tables: the pytest temp root and the bucket."""
+        roots = ["file://" + str(self.tmp.parent)] if self.tmp is not None else []
+        if self.bucket:
+            roots.append(f"s3://{self.bucket}/")
+        return ",".join(roots)
+
     def env(self) -> dict[str, str]:
-        e = {"COMMIT_OWNER_DATABASE_URL": self.database_url}
+        e = {"COMMIT_OWNER_DATABASE_URL": self.database_url, "COMMIT_OWNER_ALLOW_LOCATION": self.allowed_roots()}
         if self.s3_endpoint:
             e.update({
                 "COMMIT_OWNER_S3_ENDPOINT_URL": self.s3_endpoint,

@@ -14,7 +14,8 @@ from ..settings import Settings
 from ..storage import StorageRouter
 from ..store import OwnershipStore, check_schema, create_engine
 from ..metrics import Metrics, RecentErrors
-from . import commits, health, observe, status, tables
+from . import commits, health, observe, openapi, status, tables
+from .auth import auth_middleware, check_auth_mode, tokens_ctx
 from .errors import error_middleware
 from .keys import BACKFILLER, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE
 
@@ -60,12 +61,13 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 def create_app(settings: Settings) -> web.Application:
-    app = web.Application(middlewares=[observe.access_middleware, error_middleware],
+    check_auth_mode(settings)
+    app = web.Application(middlewares=[observe.access_middleware, error_middleware, auth_middleware],
                           client_max_size=settings.max_body_bytes)
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[RECENT_ERRORS] = RecentErrors()
-    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx])
+    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx, tokens_ctx])
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
     app.router.add_get("/metrics", observe.metrics_handler)
@@ -77,4 +79,5 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_post(f"{API}/tables/{{table_id}}/commits", commits.commit)
     app.router.add_get(f"{API}/tables/{{table_id}}/commits", commits.get_commits)
     app.router.add_post(f"{API}/tables/{{table_id}}/backfill", tables.backfill)
+    app.router.add_get(f"{API}/openapi.json", openapi.document)
     return app

@@ -54,9 +54,11 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     except CommitOwnerError as e:
         request["outcome"] = e.code
         return error_response(e, request_id)
-    except web.HTTPRequestEntityTooLarge as e:
+    except web.HTTPRequestEntityTooLarge:
         request["outcome"] = "PAYLOAD_TOO_LARGE"
-        return error_response(PayloadTooLargeError(f"request body larger than {e.max_size} bytes"), request_id)
+        # (aiohttp's exception does not keep the limit as an attribute: the request does)
+        return error_response(PayloadTooLargeError(f"request body larger than {request.client_max_size} bytes"),
+                              request_id)
     except web.HTTPException as e:
         if e.status < 400:
             raise
@@ -87,10 +89,19 @@ def query_int(request: web.Request, name: str, *, required: bool = False) -> int
     return value
 
 
+def _names(names: list[str]) -> str:
+    # Names come from the caller: echo a few, shortened, so an error body never grows with the request.
+    shown = [n if len(n) <= 40 else n[:40] + "..." for n in names[:5]]
+    return ", ".join(repr(n) for n in shown) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
 def only_params(request: web.Request, allowed: set[str]) -> None:
     unknown = sorted(set(request.query) - allowed)
     if unknown:
-        raise InvalidArgumentError(f"unknown query parameter(s): {', '.join(unknown)}")
+        raise InvalidArgumentError(f"unknown query parameter(s): {_names(unknown)}")
+    repeated = sorted(k for k in set(request.query) if len(request.query.getall(k)) > 1)
+    if repeated:
+        raise InvalidArgumentError(f"query parameter(s) given more than once: {_names(repeated)}")
 
 
 async def json_body(request: web.Request, allowed: set[str]) -> dict:
@@ -103,5 +114,5 @@ async def json_body(request: web.Request, allowed: set[str]) -> dict:
         raise InvalidArgumentError("request body must be a JSON object")
     unknown = sorted(set(body) - allowed)
     if unknown:
-        raise InvalidArgumentError(f"unknown field(s): {', '.join(unknown)}")
+        raise InvalidArgumentError(f"unknown field(s): {_names(unknown)}")
     return body

@@ -56,7 +56,8 @@ async def list_tables(request: web.Request) -> web.Response:
         table = await request.app[SERVICE].find_table(location)
         return json_response(table.to_json())
     tables = await request.app[STORE].list_tables()
-    return json_response({"tables": [t.to_json() for t in tables]})
+    visible = request.get("auth.visible")  # set by the auth middleware: only tables the token may read
+    return json_response({"tables": [t.to_json() for t in tables if visible is None or visible(t.location)]})
 
 
 async def backfill(request: web.Request) -> web.Response:

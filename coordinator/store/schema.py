@@ -13,6 +13,7 @@ from sqlalchemy import (
     Column,
     ForeignKey,
     Index,
+    JSON,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -70,4 +71,16 @@ commits = Table(
         postgresql_where=Column("backfilled_at").is_(None),
         sqlite_where=Column("backfilled_at").is_(None),
     ),
+)
+
+# Bearer tokens of the HTTP API (migration 0002). Only a hash of the secret is kept; ``scopes`` is a JSON
+# list of {"prefix": <location prefix or "*">, "actions": ["read" | "commit" | "admin", ...]}.
+tokens = Table(
+    "tokens",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("hash", String(64), nullable=False),
+    Column("scopes", JSON, nullable=False),
+    Column("created", BigInteger, nullable=False),
+    Column("revoked", BigInteger, nullable=True),  # ms since the epoch; NULL while the token is valid
 )

@@ -72,7 +72,7 @@ class OwnershipStore:
                 raise
             raise UnavailableError(f"ownership store unavailable: {type(e.orig).__name__ if getattr(e, 'orig', None) else type(e).__name__}") from e
         except (OSError, ConnectionError) as e:
-            raise UnavailableError(f"ownership store unavailable: {e}") from e
+            raise UnavailableError(f"ownership store unavailable: {type(e).__name__}") from e  # no host paths
 
     async def ping(self) -> None:
         async with self._tx(write=False) as conn:

@@ -1,7 +1,7 @@
 """Fixtures of the lifecycle tests that the shared tests/conftest.py may not provide (yet).
 
-``lifecycle_s3``: a real moto S3 server on 127.0.0.1 (one per session) and a fresh bucket per test,
-as ``(bucket, storage_options)``.
+``lifecycle_s3``: a real moto S3 server on 127.0.0.1 (one per session) and a fresh prefix of one bucket per
+test, as ``(bucket/prefix, storage_options)``.
 """
 
 from __future__ import annotations
@@ -23,13 +23,20 @@ def _lifecycle_moto() -> Iterator[str]:
         server.stop()
 
 
-@pytest.fixture
-def lifecycle_s3(_lifecycle_moto: str) -> tuple[str, dict[str, Any]]:
+@pytest.fixture(scope="session")
+def _lifecycle_bucket(_lifecycle_moto: str) -> str:
     import boto3
 
     bucket = f"lc-{uuid.uuid4().hex[:12]}"
     boto3.client("s3", endpoint_url=_lifecycle_moto, aws_access_key_id="test", aws_secret_access_key="test",
                  region_name="us-east-1").create_bucket(Bucket=bucket)
+    return bucket
+
+
+@pytest.fixture
+def lifecycle_s3(_lifecycle_moto: str, _lifecycle_bucket: str) -> tuple[str, dict[str, Any]]:
+    # A fresh prefix of the session's bucket per test: the service's --allow-location names that bucket.
+    bucket = f"{_lifecycle_bucket}/t-{uuid.uuid4().hex[:12]}"
     options = {"key": "test", "secret": "test",
                "client_kwargs": {"endpoint_url": _lifecycle_moto, "region_name": "us-east-1"}}
     return bucket, options
@@ -44,7 +51,7 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def lifecycle_service(tmp_path_factory, _lifecycle_moto: str) -> Iterator[str]:
+def lifecycle_service(tmp_path_factory, _lifecycle_moto: str, _lifecycle_bucket: str) -> Iterator[str]:
     """A real ``commit-owner serve`` (SQLite + local disk, S3 through the moto server) for these tests.
 
     Backfill batch size 100: nothing is published behind the tests' backs, except what the protocol
@@ -69,7 +76,8 @@ def lifecycle_service(tmp_path_factory, _lifecycle_moto: str) -> Iterator[str]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "coordinator", "serve", "--database-url", url, "--host", "127.0.0.1",
          "--port", str(port), "--backfill-batch-size", "100", "--max-unbackfilled-commits", "1000",
-         "--s3-endpoint-url", _lifecycle_moto, "--s3-region", "us-east-1"],
+         "--s3-endpoint-url", _lifecycle_moto, "--s3-region", "us-east-1",
+         "--allow-location", f"file://{tmp_path_factory.getbasetemp()}", "--allow-location", f"s3://{_lifecycle_bucket}/"],
         cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     endpoint = f"http://127.0.0.1:{port}"
     try:

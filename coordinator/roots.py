@@ -1,0 +1,58 @@
+"""Allowed roots: the only places where the owner registers tables (``--allow-location``).
+
+A location is allowed when, after normalisation (``normalize_location``: scheme case, ``.``/``..``,
+one round of percent-decoding, look-alike characters refused), it lies strictly below one root on
+path-segment boundaries. On local disk both sides are also resolved with ``realpath``, so a symlink
+inside a root that points out of it does not open a way out.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Iterable
+
+from client.errors import LocationNotAllowedError
+
+from .locations import local_path, normalize_location
+
+
+@dataclass(frozen=True)
+class Root:
+    uri: str  # canonical: file:///abs/path or s3://bucket[/prefix]
+    real: str | None = None  # realpath of a local root
+
+    def holds(self, location: str) -> bool:
+        if not location.startswith(self.uri + "/"):
+            return False
+        if self.real is None:
+            return True
+        real = os.path.realpath(local_path(location))
+        return real.startswith(self.real.rstrip("/") + "/")
+
+
+def parse_root(raw: str, cwd: str | None = None) -> Root:
+    """One root; a path without a scheme is relative to ``cwd``. Raises InvalidArgumentError."""
+    text = raw.strip()
+    if not re.match(r"^[A-Za-z][A-Za-z0-9+.-]*:", text):
+        text = "file://" + os.path.abspath(os.path.join(cwd or os.getcwd(), text))
+    m = re.match(r"^(s3a?|s3n)://([^/]+)/*$", text, re.I)
+    if m:  # a whole bucket
+        uri = normalize_location(f"s3://{m.group(2)}/x").rsplit("/", 1)[0]
+        return Root(uri)
+    uri = normalize_location(text)
+    if uri.startswith("file://"):
+        return Root(uri, os.path.realpath(local_path(uri)))
+    return Root(uri)
+
+
+def parse_roots(raw: Iterable[str], cwd: str | None = None) -> tuple[Root, ...]:
+    return tuple(parse_root(r, cwd) for r in raw if r.strip())
+
+
+def check_allowed(location: str, roots: Iterable[Root]) -> None:
+    """Raise LocationNotAllowedError unless the canonical ``location`` lies below one of ``roots``."""
+    if not any(r.holds(location) for r in roots):
+        raise LocationNotAllowedError(
+            "location is outside every allowed root of this service (see --allow-location)")

@@ -1,0 +1,77 @@
+"""The token store: bearer tokens of the HTTP API (SQL lives here, the rules in ``coordinator.tokens``).
+
+A row holds the token id, the sha256 of its secret, its scopes and when it was created and revoked.
+Revocation is a timestamp, never a delete, so ``tokens list`` keeps the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select, update
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from client.errors import UnavailableError
+
+from .schema import tokens
+from .store import now_ms
+
+
+@dataclass(frozen=True)
+class TokenRow:
+    id: str
+    hash: str
+    scopes: list[dict[str, Any]]
+    created: int
+    revoked: int | None
+
+    def to_json(self) -> dict[str, Any]:
+        """Everything but the hash."""
+        return {"id": self.id, "scopes": self.scopes, "created": self.created, "revoked": self.revoked}
+
+
+def _row(r: Any) -> TokenRow:
+    return TokenRow(id=r.id, hash=r.hash, scopes=list(r.scopes), created=int(r.created),
+                    revoked=None if r.revoked is None else int(r.revoked))
+
+
+class TokenStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def _run(self, stmt: Any, write: bool) -> Any:
+        try:
+            if write:
+                async with self.engine.begin() as conn:
+                    return await conn.execute(stmt)
+            async with self.engine.connect() as conn:
+                res = await conn.execute(stmt)
+                return res.all()
+        except (OperationalError, DBAPIError) as e:
+            raise UnavailableError(f"token store unavailable: {type(e).__name__}") from e
+        except OSError as e:
+            raise UnavailableError(f"token store unavailable: {type(e).__name__}") from e
+
+    async def create(self, token_id: str, secret_hash: str, scopes: list[dict[str, Any]]) -> TokenRow:
+        row = TokenRow(id=token_id, hash=secret_hash, scopes=scopes, created=now_ms(), revoked=None)
+        await self._run(tokens.insert().values(id=row.id, hash=row.hash, scopes=row.scopes, created=row.created,
+                                               revoked=None), write=True)
+        return row
+
+    async def get(self, token_id: str) -> TokenRow | None:
+        rows = await self._run(select(tokens).where(tokens.c.id == token_id), write=False)
+        return _row(rows[0]) if rows else None
+
+    async def revoke(self, token_id: str) -> bool:
+        """Mark the token revoked; returns False when no such token exists (revoking twice is fine)."""
+        res = await self._run(
+            update(tokens).where(tokens.c.id == token_id, tokens.c.revoked.is_(None)).values(revoked=now_ms()),
+            write=True)
+        if res.rowcount:
+            return True
+        return await self.get(token_id) is not None
+
+    async def list(self) -> list[TokenRow]:
+        return [_row(r) for r in await self._run(select(tokens).order_by(tokens.c.created), write=False)]

@@ -1,0 +1,153 @@
+"""Allowed roots: the owner registers tables only under --allow-location, however the location is spelled.
+
+Each attempt must be refused with a clear 4xx and leave the database and storage as they were."""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Iterator
+
+import pytest
+
+from tests.conftest import make_backend
+from tests.security.conftest import State, call
+from tests.support import Service
+
+
+@pytest.fixture(scope="module")
+def local_roots(request: pytest.FixtureRequest) -> Iterator[tuple[Service, str]]:
+    b = make_backend(request, "sqlite", "local", "sec-roots")
+    root = b.tmp / "wh"
+    root.mkdir()
+    (b.tmp / "outside").mkdir()
+    os.symlink(b.tmp / "outside", root / "link")  # a symlink inside the root that points out of it
+    (root / "inner").mkdir()
+    os.symlink(root / "inner", root / "inner-link")  # one that stays inside
+    svc = Service(b, extra_env={"COMMIT_OWNER_ALLOW_LOCATION": str(root)}).start()
+    yield svc, str(root)
+    svc.stop()
+
+
+@pytest.fixture(scope="module")
+def s3_roots(request: pytest.FixtureRequest) -> Iterator[tuple[Service, str]]:
+    b = make_backend(request, "sqlite", "s3", "sec-roots-s3")
+    root = f"s3://{b.bucket}/warehouse"
+    svc = Service(b, extra_env={"COMMIT_OWNER_ALLOW_LOCATION": root + "/"}).start()
+    yield svc, root
+    svc.stop()
+
+
+def register(svc: Service, location: str) -> tuple[int, dict]:
+    status, payload, _ = call(svc.endpoint, "POST", "/api/v1/tables", json.dumps({"location": location}).encode())
+    return status, payload
+
+
+def assert_refused(svc: Service, state: State, location: str, forbidden: str) -> None:
+    before = state.take()
+    status, payload = register(svc, location)
+    assert 400 <= status < 500, (location, status, payload)
+    err = payload["error"]
+    assert err["code"] in ("LOCATION_NOT_ALLOWED", "INVALID_ARGUMENT"), (location, err)
+    assert err["message"] and forbidden not in err["message"]  # says why, without the service's own paths
+    assert state.take() == before, location
+
+
+LOCAL_ESCAPES = [
+    "{root}/../outside/t",
+    "file://{root}/../outside/t",
+    "file://{root}/%2e%2e/outside/t",
+    "file://{root}/%2E%2E/outside/t",
+    "file://{root}/%252e%252e/outside/t",  # encoded twice
+    "FILE://{root}/../outside/t",
+    "File://{root}/sub/../../outside/t",
+    "{root}/link/t",  # symlink out of the root
+    "{root}/link",
+    "{root}/\uff0e\uff0e/outside/t",  # full-width dots
+    "{root}\uff0foutside",  # full-width solidus
+    "{root}/t\u2024\u2024/x",  # one-dot leaders
+    "{root}./t",  # trailing dot on the root's last segment: a sibling, not the root
+    "{root}-evil/t",  # shares the root's spelling, not its path
+    "{root}",  # the root itself is no table
+    "{root}/",
+    "{root}/t%00x",
+    "{tmp}/outside/t",
+    "/etc/t",
+    "file://localhost/etc/t",
+    "s3://bucket/t",
+]
+
+
+def test_local_escapes_are_refused_and_change_nothing(local_roots: tuple[Service, str]) -> None:
+    svc, root = local_roots
+    tmp = os.path.dirname(root)
+    state = State(svc.backend, f"file://{tmp}")
+    for spelling in LOCAL_ESCAPES:
+        assert_refused(svc, state, spelling.format(root=root, tmp=tmp), forbidden=str(svc.backend.database_url))
+    assert not os.listdir(os.path.join(tmp, "outside"))
+
+
+def test_local_spellings_inside_the_root_are_accepted_in_canonical_form(local_roots: tuple[Service, str]) -> None:
+    svc, root = local_roots
+    for spelling, canonical in [
+        ("FILE://{root}/a/../ok1", "file://{root}/ok1"),
+        ("{root}/./ok2/", "file://{root}/ok2"),
+        ("file://{root}/%6fk3", "file://{root}/ok3"),
+        ("{root}/inner-link/ok4", "file://{root}/inner-link/ok4"),  # a symlink that stays inside
+        ("{root}/t..x", "file://{root}/t..x"),  # dots inside a name are just a name
+    ]:
+        status, payload = register(svc, spelling.format(root=root))
+        assert status == 201, (spelling, payload)
+        assert payload["location"] == canonical.format(root=root)
+
+
+S3_ESCAPES = [
+    "s3://{bucket}/warehouse/../other/t",
+    "s3://{bucket}/warehouse/%2e%2e/other/t",
+    "s3://{bucket}/warehouse/%252e%252e/other/t",
+    "S3A://{bucket}/other/t",
+    "s3://{bucket}/other/t",
+    "s3://{bucket}./warehouse/t",
+    "s3://{bucket}/warehouse./t",
+    "s3://{bucket}/warehouse-evil/t",
+    "s3://{bucket}/warehouse",
+    "s3://{bucket}/warehouse/\uff0e\uff0e/other",
+    "s3://{bucket}\uff0fwarehouse/t",
+    "s3://other-{bucket}/warehouse/t",
+    "s3://user:secret@{bucket}/warehouse/t",
+    "s3://{bucket}:9000/warehouse/t",
+    "file:///warehouse/t",
+]
+
+
+def test_s3_escapes_are_refused_and_change_nothing(s3_roots: tuple[Service, str]) -> None:
+    svc, root = s3_roots
+    bucket = svc.backend.bucket
+    state = State(svc.backend, f"s3://{bucket}")
+    for spelling in S3_ESCAPES:
+        assert_refused(svc, state, spelling.format(bucket=bucket), forbidden="testing")
+
+
+def test_s3_spellings_inside_the_root_are_accepted_in_canonical_form(s3_roots: tuple[Service, str]) -> None:
+    svc, root = s3_roots
+    bucket = svc.backend.bucket
+    for spelling, canonical in [
+        (f"S3://{bucket.upper()}/warehouse/a/../ok1", f"{root}/ok1"),
+        (f"s3a://{bucket}/warehouse/ok2/", f"{root}/ok2"),
+        (f"s3://{bucket}/warehouse/%6fk3", f"{root}/ok3"),
+    ]:
+        status, payload = register(svc, spelling)
+        assert status == 201, (spelling, payload)
+        assert payload["location"] == canonical
+
+
+def test_the_default_root_is_a_local_warehouse_under_the_working_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from coordinator.roots import parse_roots
+    from coordinator.settings import Settings
+
+    roots = parse_roots(Settings.load({}, environ={}).allow_location, cwd=str(tmp_path))
+    assert [r.uri for r in roots] == [f"file://{tmp_path}/warehouse"]
+    assert roots[0].holds(f"file://{tmp_path}/warehouse/t")
+    assert not roots[0].holds(f"file://{tmp_path}/warehouse2/t")
+
+
