@@ -22,6 +22,7 @@ def manual_service(ops_backend: Backend) -> Iterator[Service]:
     put; its S3 endpoint is a port where nothing listens (a storage that is down)."""
     svc = Service(ops_backend, extra_env={
         "COMMIT_OWNER_BACKFILL": "false",
+        "COMMIT_OWNER_ALLOW_LOCATION": ops_backend.allowed_roots() + ",s3://nowhere/",
         "COMMIT_OWNER_S3_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}",
         "COMMIT_OWNER_S3_ACCESS_KEY_ID": "nobody", "COMMIT_OWNER_S3_SECRET_ACCESS_KEY": "nothing",
     }).start()

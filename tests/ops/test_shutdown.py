@@ -25,7 +25,8 @@ async def _exercise(backend: Backend, port: int) -> list[str]:
     import aiohttp
     from aiohttp import web
 
-    settings = Settings.load({"database_url": backend.database_url, "port": port, "backfill_interval_ms": 50},
+    settings = Settings.load({"database_url": backend.database_url, "port": port, "backfill_interval_ms": 50,
+                              "allow_location": backend.allowed_roots()},
                              environ={})
     runner = web.AppRunner(create_app(settings), handle_signals=False)
     await runner.setup()
