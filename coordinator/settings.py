@@ -69,6 +69,15 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("storage_threads", 16, "Threads of the bounded pool that runs blocking local-disk I/O.", int),
     Setting("log_level", "INFO", "Log level (DEBUG, INFO, WARNING, ERROR)."),
     Setting("log_format", "auto", "Log format: auto (JSON lines when not on a terminal), json or text."),
+    # -- reliability: orphan janitor, test-only fault injection (docs/reliability.md) --
+    Setting("janitor_interval_seconds", 600.0,
+            "Remove orphan commit files (never ratified) every N seconds in the service; 0 turns the janitor off.",
+            float),
+    Setting("janitor_min_age_seconds", 3600.0,
+            "Only orphans older than this are removed (raised to 3 x request_timeout_seconds + 5 s at least).", float),
+    Setting("fault_injection", "",
+            "TEST ONLY, never in production: make log storage fail and slow down on purpose, e.g. "
+            "'put_error=0.1;put_lost_ack=0.1;latency_ms=0-300;match=TEXT;seed=1'. Empty (default) = off."),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}
@@ -122,6 +131,10 @@ class _SettingsMethods:
             raise ValueError("max_unbackfilled_commits must be >= 1")
         if self.max_body_bytes < 1024:
             raise ValueError("max_body_bytes must be >= 1024")
+        if self.fault_injection:
+            from .storage.faults import FaultSpec
+
+            FaultSpec.parse(self.fault_injection)
 
     def public(self) -> dict[str, Any]:
         """The settings with secrets masked, for logs and status pages."""

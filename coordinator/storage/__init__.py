@@ -17,8 +17,20 @@ class StorageRouter:
         scheme = uri.split("://", 1)[0]
         backend = self._backends.get(scheme)
         if backend is None:
-            backend = self._make(scheme)
+            backend = self._wrap(self._make(scheme))
             self._backends[scheme] = backend
+        return backend
+
+    def _wrap(self, backend: LogStorage) -> LogStorage:
+        s = self._settings
+        if s.fault_injection:  # TEST ONLY (see faults.py): inside the deadline so injected latency hits it
+            from .faults import FaultSpec, FaultyStorage
+
+            backend = FaultyStorage(backend, FaultSpec.parse(s.fault_injection))
+        if s.request_timeout_seconds > 0:
+            from .deadline import DeadlineStorage
+
+            backend = DeadlineStorage(backend, s.request_timeout_seconds)
         return backend
 
     def _make(self, scheme: str) -> LogStorage:

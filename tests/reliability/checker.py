@@ -202,10 +202,10 @@ def check(backend: Backend, tables: Sequence[WorkloadTable], history: History, *
     return r
 
 
-def recovery_times(ack_times: Sequence[float], heals: Sequence[float]) -> list[float]:
+def recovery_times(ack_times: Sequence[float], heals: Sequence[float]) -> list[float | None]:
     """Seconds from each heal (service restarted, endpoint back) to the next acknowledged commit."""
     out = []
     for h in heals:
         after = [a for a in ack_times if a >= h]
-        out.append(round(after[0] - h, 3) if after else float("nan"))
+        out.append(round(after[0] - h, 3) if after else None)
     return out

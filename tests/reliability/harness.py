@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -23,16 +24,18 @@ def make_tables(service: Service, n: int) -> list[WorkloadTable]:
 
 def start_services(backend: Backend, n: int, env: dict[str, str] | None = None) -> list[Service]:
     """``n`` service processes on one database and storage (high availability)."""
-    base = {"COMMIT_OWNER_LOG_LEVEL": "WARNING", "COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS": "3"}
+    base = {"COMMIT_OWNER_LOG_LEVEL": "WARNING", "COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS": "3",
+            # A killed process keeps its tables' backfill leases until they expire: keep that short here.
+            "COMMIT_OWNER_BACKFILL_LEASE_SECONDS": "3"}
     base.update(env or {})
-    svcs: list[Service] = []
-    try:
-        for _ in range(n):
-            svcs.append(Service(backend, extra_env=dict(base)).start())
-    except Exception:
+    svcs = [Service(backend, extra_env=dict(base)) for _ in range(n)]
+    with ThreadPoolExecutor(n) as pool:  # start them side by side: each takes ~2 s to import and bind
+        futures = [pool.submit(s.start) for s in svcs]
+        errors = [f.exception() for f in futures]
+    if any(errors):
         for s in svcs:
             s.stop()
-        raise
+        raise next(e for e in errors if e)
     return svcs
 
 
@@ -41,7 +44,7 @@ class FaultEvent:
     name: str
     injected: float
     healed: float = 0.0
-    recovery_seconds: float = float("nan")
+    recovery_seconds: float | None = None
 
 
 @dataclass

@@ -161,7 +161,9 @@ class Writer(threading.Thread):
     def _latest(self, table: WorkloadTable) -> int | None:
         for shift in range(len(self.clients)):
             try:
-                return self._client(shift).get_commits(table.table_id).latest_table_version
+                latest = self._client(shift).get_commits(table.table_id).latest_table_version
+                self.home = (self.home + shift) % len(self.clients)  # stay with the endpoint that answered
+                return latest
             except (UnavailableError, CommitStateUnknownError):
                 continue
             except CommitOwnerError as e:
