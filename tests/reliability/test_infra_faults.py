@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import MotoServer
 from tests.support import Backend, migrate
 
-from .checker import check
+from .checker import check, lister
 from .harness import FaultLog, make_tables, report, start_services
 from .netproxy import TcpProxy
 from .pgcluster import PgCluster, missing_tools
@@ -45,7 +45,7 @@ def test_no_acknowledged_commit_is_lost_when_the_s3_endpoint_goes_down_and_hangs
     faults = FaultLog()
     try:
         tables = make_tables(svc, 3)
-        wl = Workload([svc.endpoint], tables, backend.list, writers=4, timeout=3.0, deadline=8.0, seed=5).start()
+        wl = Workload([svc.endpoint], tables, lister(backend), writers=4, timeout=3.0, deadline=8.0, seed=5).start()
         wl.wait_for_acks(10)
         for _ in range(2):
             ev = faults.inject("S3 endpoint down 2 s (connections refused and reset)")
@@ -86,7 +86,7 @@ def test_no_acknowledged_commit_is_lost_when_postgresql_restarts_or_crashes(tmp_
         (svc,) = start_services(backend, 1, {"COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS": "2"})
         faults = FaultLog()
         tables = make_tables(svc, 3)
-        wl = Workload([svc.endpoint], tables, backend.list, writers=4, timeout=3.0, deadline=10.0, seed=9).start()
+        wl = Workload([svc.endpoint], tables, lister(backend), writers=4, timeout=3.0, deadline=10.0, seed=9).start()
         wl.wait_for_acks(10)
         ev = faults.inject("PostgreSQL restart (pg_ctl restart -m fast)")
         pg.restart()

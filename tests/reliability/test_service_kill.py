@@ -8,7 +8,7 @@ import pytest
 
 from tests.conftest import make_backend
 
-from .checker import check
+from .checker import check, lister
 from .harness import FaultLog, make_tables, report, start_services
 from .workload import Workload
 
@@ -19,7 +19,7 @@ def test_no_acknowledged_commit_is_lost_when_the_service_is_killed_and_restarted
     faults = FaultLog()
     try:
         tables = make_tables(svc, 3)
-        wl = Workload([svc.endpoint], tables, backend.list, writers=4, timeout=2.0, deadline=8.0, seed=1).start()
+        wl = Workload([svc.endpoint], tables, lister(backend), writers=4, timeout=2.0, deadline=8.0, seed=1).start()
         wl.wait_for_acks(10)
         for _ in range(3):
             time.sleep(0.7)  # let commits be in flight at the moment of the kill
@@ -47,7 +47,7 @@ def test_services_sharing_one_database_lose_nothing_when_one_is_killed(request: 
     try:
         tables = make_tables(svcs[0], 3)
         # Writers spread over the services; each fails over to the next one when its own is gone.
-        wl = Workload([s.endpoint for s in svcs], tables, backend.list, writers=2 * n, timeout=2.0,
+        wl = Workload([s.endpoint for s in svcs], tables, lister(backend), writers=2 * n, timeout=2.0,
                       deadline=3.0, seed=n).start()
         wl.wait_for_acks(10)
         time.sleep(0.7)

@@ -11,7 +11,7 @@ from client import CommitOwnerClient
 from client.errors import CommitStateUnknownError, UnavailableError
 from tests.conftest import make_backend
 
-from .checker import check
+from .checker import check, lister
 from .harness import FaultLog, make_tables, report, start_services
 from .workload import Workload, commit_body, CLOCK
 
@@ -39,7 +39,7 @@ def test_no_acknowledged_commit_is_lost_when_storage_fails_writes_and_is_slow(re
         tables = make_tables(svc, 3)
         ev = faults.inject(f"fault_injection {spec}")
         # Client timeout 1 s < the slowest storage call: replies are abandoned after the server committed.
-        wl = Workload([svc.endpoint], tables, backend.list, writers=6, timeout=1.0, deadline=4.0, seed=3).start()
+        wl = Workload([svc.endpoint], tables, lister(backend), writers=6, timeout=1.0, deadline=4.0, seed=3).start()
         wl.wait_for_acks(25, timeout=60)
         history = wl.stop()
         faults.heal(ev)
