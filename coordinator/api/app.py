@@ -9,6 +9,7 @@ from aiohttp import web
 
 from backfill.worker import Backfiller
 
+from ..janitor import janitor_ctx
 from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
@@ -59,7 +60,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
 def create_app(settings: Settings) -> web.Application:
     app = web.Application(middlewares=[error_middleware], client_max_size=settings.max_body_bytes)
     app[SETTINGS] = settings
-    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx])
+    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx, janitor_ctx])
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
     app.router.add_post(f"{API}/tables", tables.register_table)
