@@ -56,7 +56,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         return error_response(e, request_id)
     except web.HTTPRequestEntityTooLarge as e:
         request["outcome"] = "PAYLOAD_TOO_LARGE"
-        return error_response(PayloadTooLargeError(f"request body larger than {e.max_size} bytes"), request_id)
+        # aiohttp's exception does not keep the limit: the request does (the app's client_max_size).
+        limit = getattr(e, "max_size", None) or getattr(request, "_client_max_size", None)
+        return error_response(PayloadTooLargeError(f"request body larger than the limit of {limit} bytes"), request_id)
     except web.HTTPException as e:
         if e.status < 400:
             raise
