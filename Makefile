@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
 .DEFAULT_GOAL := help
-.PHONY: help run test install install-test migrate clean
+.PHONY: help run test install install-test migrate clean chaos
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -37,6 +37,9 @@ run: migrate ## Start the service on SQLite + local files at 127.0.0.1:8080
 
 test: install-test ## Install test dependencies and run the whole suite
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+chaos: install-test ## 10-minute chaos run (faults + checker), figures in chaos.json (docs/reliability.md)
+	$(BIN)/python scripts/chaos --duration 600 --json chaos.json
 
 clean: ## Remove the virtualenv, the embedded database and caches
 	rm -rf $(VENV) .stamp-* commit-owner.db* .pytest_cache

@@ -34,6 +34,16 @@ def _age(backend: Backend, location: str, name: str, seconds: float) -> None:
     os.utime(path, (t, t))
 
 
+def _janitor(backend: Backend, *, dry_run: bool = False) -> dict:
+    """One janitor pass in this process (the same code the CLI runs)."""
+    from coordinator.ops import run_janitor
+    from coordinator.settings import Settings
+
+    settings = Settings.load({"database_url": backend.database_url, "request_timeout_seconds": 2.0,
+                              "janitor_min_age_seconds": 60.0}, environ={})
+    return run_janitor(settings, dry_run=dry_run)
+
+
 def _janitor_cli(backend: Backend, *args: str) -> dict:
     out = subprocess.run(
         [sys.executable, "-m", "coordinator", "janitor", "--json", "--database-url", backend.database_url,
@@ -66,7 +76,7 @@ def test_janitor_removes_only_old_orphans_of_decided_versions_on_local_disk(requ
         assert [f.rsplit("/", 1)[1] for f in dry["removedFiles"]] == [old_decided]
         assert set(backend.list(staged_dir)) == before  # a dry run removes nothing
 
-        rep = _janitor_cli(backend)
+        rep = _janitor(backend)
         assert rep["removed"] == 1
         after = set(backend.list(staged_dir))
         assert after == before - {old_decided}
@@ -79,7 +89,7 @@ def test_janitor_removes_only_old_orphans_of_decided_versions_on_local_disk(requ
         # Its version is now decided by that very file, so it is ratified and never removed.
         _age(backend, loc, undecided, 3600)
         _age(backend, loc, young_decided, 3600)
-        rep = _janitor_cli(backend)
+        rep = _janitor(backend)
         assert [f.rsplit("/", 1)[1] for f in rep["removedFiles"]] == [young_decided]
         assert undecided in backend.list(staged_dir)
         c.backfill_to_version(table_id, 4)

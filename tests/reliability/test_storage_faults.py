@@ -32,7 +32,7 @@ def _injected(log_text: str) -> dict[str, int]:
 
 def test_no_acknowledged_commit_is_lost_when_storage_fails_writes_and_is_slow(request: pytest.FixtureRequest) -> None:
     backend = make_backend(request, "postgres", "local", "rel-faulty")
-    spec = "put_error=0.15;put_lost_ack=0.15;read_error=0.05;latency_ms=0-1200;seed=7"
+    spec = "put_error=0.15;put_lost_ack=0.15;read_error=0.05;latency_ms=0-1000;seed=7"
     (svc,) = start_services(backend, 1, {"COMMIT_OWNER_FAULT_INJECTION": spec})
     faults = FaultLog()
     try:
@@ -40,7 +40,7 @@ def test_no_acknowledged_commit_is_lost_when_storage_fails_writes_and_is_slow(re
         ev = faults.inject(f"fault_injection {spec}")
         # Client timeout 1 s < the slowest storage call: replies are abandoned after the server committed.
         wl = Workload([svc.endpoint], tables, lister(backend), writers=6, timeout=1.0, deadline=4.0, seed=3).start()
-        wl.wait_for_acks(25, timeout=60)
+        wl.wait_for_acks(20, timeout=60)
         history = wl.stop()
         faults.heal(ev)
         injected = _injected(svc.log_text())
