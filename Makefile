@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
 .DEFAULT_GOAL := help
-.PHONY: help run test install install-test migrate clean config-docs test-system-deps
+.PHONY: help run test install install-test migrate clean config-docs test-system-deps chaos
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -47,6 +47,9 @@ test-system-deps: ## Install the system packages the tests need (chromium), unle
 
 config-docs: install ## Regenerate docs/configuration.md from the settings declaration
 	$(BIN)/commit-owner config docs --output docs/configuration.md
+
+chaos: install-test ## 10-minute chaos run (faults + checker), figures in chaos.json (docs/reliability.md)
+	$(BIN)/python scripts/chaos --duration 600 --json chaos.json
 
 clean: ## Remove the virtualenv, the embedded database and caches
 	rm -rf $(VENV) .stamp-* commit-owner.db* .pytest_cache

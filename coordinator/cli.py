@@ -165,6 +165,29 @@ def backfill(table: str | None, all_tables: bool, to_version: int | None, endpoi
     sys.exit(1 if summary["failures"] else 0)
 
 
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Report the orphans that would be removed; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@_settings_options(("database_url", "s3_endpoint_url", "s3_region", "s3_access_key_id", "s3_secret_access_key",
+                    "request_timeout_seconds", "janitor_min_age_seconds"))
+def janitor(dry_run: bool, as_json: bool, config: str | None, **overrides: Any) -> None:
+    """Remove orphan commit files (written, never ratified) older than the safe age (docs/reliability.md)."""
+    from .ops import run_janitor
+
+    rep = run_janitor(_load(config, **overrides), dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(rep, indent=2))
+    else:
+        verb = "would remove" if dry_run else "removed"
+        click.echo(f"tables {rep['tables']}, staged files {rep['stagedFiles']}, orphans {rep['orphans']}, "
+                   f"{verb} {rep['removed']}, kept: too young {rep['keptTooYoung']}, undecided {rep['keptUndecided']}, "
+                   f"errors {rep['errors']} (min age {rep['minAgeSeconds']:.0f}s)")
+        for f in rep["removedFiles"]:
+            click.echo(f"  {verb}: {f}")
+    sys.exit(1 if rep["errors"] else 0)
+
+
 @main.group()
 def tables() -> None:
     """Inspect owned tables (straight from the database)."""

@@ -71,11 +71,21 @@ class Metrics:
         self.request_latency = Histogram("commit_owner_http_request_duration_seconds",
                                          "Time to answer an HTTP request, by route.", ["method", "route"],
                                          buckets=_LATENCY_BUCKETS, registry=r)
+        self.janitor_removed = Counter("commit_owner_janitor_removed_orphans",
+                                       "Orphan commit files (never ratified) removed by this process's janitor.",
+                                       registry=r)
+        self._janitor_seen = 0
         for outcome in ("ok", "COMMIT_VERSION_CONFLICT"):
             self.commits.labels(outcome)  # the usual series exist from the start (rate() needs a zero)
         self.storage_errors.labels("put_if_absent")
 
     # -- hooks ------------------------------------------------------------------------------------
+
+    def sync_janitor(self, removed_total: int) -> None:
+        """Carry the janitor's own running total into the counter (read at scrape time)."""
+        if removed_total > self._janitor_seen:
+            self.janitor_removed.inc(removed_total - self._janitor_seen)
+            self._janitor_seen = removed_total
 
     def observe_commit(self, outcome: str, seconds: float) -> None:
         self.commits.labels(outcome).inc()

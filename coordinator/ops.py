@@ -146,4 +146,16 @@ def _backfill_via_api(endpoint: str, token: str | None, ref: str | None, to_vers
     return summary
 
 
-__all__ = ["list_tables", "show_table", "run_backfill", "iso_time", "TableNotFoundError"]
+def run_janitor(settings: Settings, *, dry_run: bool) -> dict[str, Any]:
+    """One janitor pass straight against the database and storage (``commit-owner janitor``)."""
+    from .janitor import Janitor, safe_min_age
+
+    async def go() -> dict[str, Any]:
+        async with _open(settings) as (store, storage):
+            rep = await Janitor(store, storage, settings).run_once(dry_run=dry_run)
+            return {**rep.to_json(), "minAgeSeconds": safe_min_age(settings)}
+
+    return asyncio.run(go())
+
+
+__all__ = ["list_tables", "show_table", "run_backfill", "run_janitor", "iso_time", "TableNotFoundError"]

@@ -91,6 +91,15 @@ SETTINGS: tuple[Setting, ...] = (
             "Roots under which tables may be registered (repeatable; comma-separated in the environment); "
             "a path without a scheme is relative to the working directory.", _list),
     Setting("max_line_bytes", 16 * 1024 * 1024, "Largest accepted line (one action) of a commit body.", int),
+    # -- reliability: orphan janitor, test-only fault injection (docs/reliability.md) --
+    Setting("janitor_interval_seconds", 600.0,
+            "Remove orphan commit files (never ratified) every N seconds in the service; 0 turns the janitor off.",
+            float),
+    Setting("janitor_min_age_seconds", 3600.0,
+            "Only orphans older than this are removed (raised to 3 x request_timeout_seconds + 5 s at least).", float),
+    Setting("fault_injection", "",
+            "TEST ONLY, never in production: make log storage fail and slow down on purpose, e.g. "
+            "'put_error=0.1;put_lost_ack=0.1;latency_ms=0-300;match=TEXT;seed=1'. Empty (default) = off."),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}
@@ -148,6 +157,10 @@ class _SettingsMethods:
             raise ValueError(f"auth must be tokens or none, got {self.auth!r}")
         if self.max_line_bytes < 1024:
             raise ValueError("max_line_bytes must be >= 1024")
+        if self.fault_injection:
+            from .storage.faults import FaultSpec
+
+            FaultSpec.parse(self.fault_injection)
 
     def public(self) -> dict[str, Any]:
         """The settings with secrets masked, for logs and status pages."""

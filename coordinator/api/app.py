@@ -9,6 +9,7 @@ from aiohttp import web
 
 from backfill.worker import Backfiller
 
+from ..janitor import janitor_ctx
 from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
@@ -67,7 +68,7 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[RECENT_ERRORS] = RecentErrors()
-    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx, tokens_ctx])
+    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx, tokens_ctx, janitor_ctx])
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
     app.router.add_get("/metrics", observe.metrics_handler)

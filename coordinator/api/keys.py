@@ -6,6 +6,7 @@ from aiohttp import web
 
 from backfill.worker import Backfiller
 
+from ..janitor import Janitor
 from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
@@ -16,6 +17,8 @@ STORE = web.AppKey("store", OwnershipStore)
 STORAGE = web.AppKey("storage", StorageRouter)
 SERVICE = web.AppKey("service", CommitService)
 BACKFILLER = web.AppKey("backfiller", Backfiller)
+
+JANITOR = web.AppKey("janitor", Janitor)
 
 # operations (metrics, status page)
 from ..metrics import Metrics, RecentErrors  # noqa: E402

@@ -17,7 +17,7 @@ from client.errors import CommitOwnerError
 
 from ..logs import redact
 from ..metrics import CONTENT_TYPE_LATEST
-from .keys import METRICS, RECENT_ERRORS, STORE
+from .keys import JANITOR, METRICS, RECENT_ERRORS, STORE
 
 access_log = logging.getLogger("commit_owner.access")
 log = logging.getLogger("commit_owner.api")
@@ -86,6 +86,9 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
 
 async def metrics_handler(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
+    janitor = request.app.get(JANITOR)
+    if janitor is not None:
+        metrics.sync_janitor(janitor.removed_files_total)
     try:
         await metrics.refresh_tables(request.app[STORE])
     except CommitOwnerError as e:

@@ -14,16 +14,28 @@ class StorageRouter:
     def __init__(self, settings: Settings, *, wrap: Callable[[LogStorage], LogStorage] | None = None) -> None:
         self._settings = settings
         self._backends: dict[str, LogStorage] = {}
-        self._wrap = wrap  # e.g. the metrics' error counter around every backend
+        self._outer = wrap  # e.g. the metrics' error counter, outside the deadline so timeouts are counted
 
     def for_uri(self, uri: str) -> LogStorage:
         scheme = uri.split("://", 1)[0]
         backend = self._backends.get(scheme)
         if backend is None:
-            backend = self._make(scheme)
-            if self._wrap is not None:
-                backend = self._wrap(backend)
+            backend = self._wrap(self._make(scheme))
+            if self._outer is not None:
+                backend = self._outer(backend)
             self._backends[scheme] = backend
+        return backend
+
+    def _wrap(self, backend: LogStorage) -> LogStorage:
+        s = self._settings
+        if s.fault_injection:  # TEST ONLY (see faults.py): inside the deadline so injected latency hits it
+            from .faults import FaultSpec, FaultyStorage
+
+            backend = FaultyStorage(backend, FaultSpec.parse(s.fault_injection))
+        if s.request_timeout_seconds > 0:
+            from .deadline import DeadlineStorage
+
+            backend = DeadlineStorage(backend, s.request_timeout_seconds)
         return backend
 
     def _make(self, scheme: str) -> LogStorage:

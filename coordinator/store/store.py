@@ -333,6 +333,13 @@ class OwnershipStore:
                 .values(lease_owner=None, lease_expires_at=None)
             )
 
+    async def ratified_file_names(self, table_id: str, low: int, high: int) -> dict[int, str]:
+        """version -> ratified file name for the versions in ``[low, high]`` (the orphan janitor's one read)."""
+        stmt = select(commits.c.version, commits.c.file_name).where(
+            and_(commits.c.table_id == table_id, commits.c.version >= low, commits.c.version <= high))
+        async with self._tx(write=False) as conn:
+            return {int(v): str(f) for v, f in (await conn.execute(stmt)).all()}
+
     async def stats(self) -> dict[str, int]:
         async with self._tx(write=False) as conn:
             n_tables = (await conn.execute(select(func.count()).select_from(owned_tables))).scalar_one()

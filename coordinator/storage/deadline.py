@@ -1,0 +1,58 @@
+"""A deadline on every log-storage call, so one stuck location cannot stall the others.
+
+Each call of the wrapped backend gets ``request_timeout_seconds``; past it the call is abandoned and
+``TimeoutError`` (an OSError, errno ETIMEDOUT) is raised, which the service answers as 503
+UNAVAILABLE (outcome unknown for a commit: the client retries with the same idempotency key).
+
+An abandoned local-disk call keeps its worker thread until the OS call returns (a thread cannot be
+cancelled); its file, if it appears later, is never ratified and the janitor removes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+from typing import Awaitable, TypeVar
+
+from .base import FileInfo, LogStorage
+
+T = TypeVar("T")
+
+
+class DeadlineStorage(LogStorage):
+    def __init__(self, inner: LogStorage, timeout: float) -> None:
+        self.inner = inner
+        self.timeout = timeout
+        self.scheme = inner.scheme
+        self.timeouts = 0  # calls abandoned at the deadline (a plain counter for metrics)
+
+    async def _bounded(self, what: str, uri: str, aw: Awaitable[T]) -> T:
+        try:
+            return await asyncio.wait_for(aw, self.timeout)
+        except asyncio.TimeoutError:
+            self.timeouts += 1
+            raise TimeoutError(errno.ETIMEDOUT, f"log storage {what} took longer than {self.timeout}s", uri) from None
+
+    async def put_if_absent(self, uri: str, data: bytes) -> FileInfo:
+        return await self._bounded("write", uri, self.inner.put_if_absent(uri, data))
+
+    async def read(self, uri: str) -> bytes:
+        return await self._bounded("read", uri, self.inner.read(uri))
+
+    async def exists(self, uri: str) -> bool:
+        return await self._bounded("exists", uri, self.inner.exists(uri))
+
+    async def delete(self, uri: str) -> None:
+        await self._bounded("delete", uri, self.inner.delete(uri))
+
+    async def list_names(self, dir_uri: str) -> list[str]:
+        return await self._bounded("list", dir_uri, self.inner.list_names(dir_uri))
+
+    async def info(self, uri: str) -> FileInfo:
+        return await self._bounded("info", uri, self.inner.info(uri))
+
+    async def ping(self) -> None:
+        await self._bounded("ping", "", self.inner.ping())
+
+    async def close(self) -> None:
+        await self.inner.close()

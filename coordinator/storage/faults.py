@@ -1,0 +1,133 @@
+"""TEST-ONLY fault injection around a log-storage backend (setting ``fault_injection``, off by default).
+
+Never enable this in production: it makes the service fail and slow down on purpose. The reliability
+suite (``tests/reliability``) and ``scripts/chaos`` use it to prove that no acknowledged commit is lost
+when storage misbehaves. The spec is ``key=value`` pairs separated by ``;`` (or ``,``):
+
+* ``put_error=P``: share of ``put_if_absent``/``delete`` calls that raise OSError before touching storage;
+* ``put_lost_ack=P``: share of ``put_if_absent`` calls that write the object and then raise OSError (the
+  write happened, its acknowledgment was lost);
+* ``read_error=P``: share of ``read``/``info``/``exists``/``list_names`` calls that raise OSError;
+* ``latency_ms=A`` or ``latency_ms=A-B``: delay added before every call (uniform in A..B ms);
+* ``match=TEXT``: only URIs containing TEXT are affected (e.g. one table's location);
+* ``seed=N``: seed of the random choices (default: random).
+
+Example: ``put_error=0.1;put_lost_ack=0.1;latency_ms=0-300``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import random
+from dataclasses import dataclass
+
+from .base import FileInfo, LogStorage
+
+log = logging.getLogger("commit_owner.faults")
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    put_error: float = 0.0
+    put_lost_ack: float = 0.0
+    read_error: float = 0.0
+    latency_min_ms: float = 0.0
+    latency_max_ms: float = 0.0
+    match: str = ""
+    seed: int | None = None
+
+    @classmethod
+    def parse(cls, spec: str) -> "FaultSpec":
+        """Parse the setting's value. Raises ValueError naming the bad part."""
+        values: dict[str, object] = {}
+        for part in spec.replace(",", ";").split(";"):
+            part = part.strip()
+            if not part:
+                continue
+            key, sep, raw = part.partition("=")
+            key, raw = key.strip(), raw.strip()
+            if not sep:
+                raise ValueError(f"fault_injection: expected key=value, got {part!r}")
+            if key in ("put_error", "put_lost_ack", "read_error"):
+                p = float(raw)
+                if not 0.0 <= p <= 1.0:
+                    raise ValueError(f"fault_injection: {key} must be between 0 and 1")
+                values[key] = p
+            elif key == "latency_ms":
+                lo, _, hi = raw.partition("-")
+                values["latency_min_ms"] = float(lo)
+                values["latency_max_ms"] = float(hi or lo)
+                if not 0 <= values["latency_min_ms"] <= values["latency_max_ms"]:  # type: ignore[operator]
+                    raise ValueError("fault_injection: latency_ms must be A or A-B with 0 <= A <= B")
+            elif key == "match":
+                values["match"] = raw
+            elif key == "seed":
+                values["seed"] = int(raw)
+            else:
+                raise ValueError(f"fault_injection: unknown key {key!r}")
+        return cls(**values)  # type: ignore[arg-type]
+
+
+class FaultyStorage(LogStorage):
+    """Wraps a real backend and misbehaves as the spec says. Counts what it injected (``injected``)."""
+
+    def __init__(self, inner: LogStorage, spec: FaultSpec) -> None:
+        self.inner = inner
+        self.spec = spec
+        self.scheme = inner.scheme
+        self._rng = random.Random(spec.seed)
+        self.injected: dict[str, int] = {"put_error": 0, "put_lost_ack": 0, "read_error": 0, "delayed": 0}
+
+    def _hit(self, uri: str) -> bool:
+        return not self.spec.match or self.spec.match in uri
+
+    async def _delay(self, uri: str) -> None:
+        if self.spec.latency_max_ms > 0 and self._hit(uri):
+            self.injected["delayed"] += 1
+            await asyncio.sleep(self._rng.uniform(self.spec.latency_min_ms, self.spec.latency_max_ms) / 1000.0)
+
+    def _maybe(self, kind: str, p: float, uri: str) -> None:
+        if p > 0 and self._hit(uri) and self._rng.random() < p:
+            self.injected[kind] += 1
+            log.warning("injected fault: %s on %s", kind, uri)
+            raise OSError(errno.EIO, f"injected fault: {kind}", uri)
+
+    async def put_if_absent(self, uri: str, data: bytes) -> FileInfo:
+        await self._delay(uri)
+        self._maybe("put_error", self.spec.put_error, uri)
+        info = await self.inner.put_if_absent(uri, data)
+        self._maybe("put_lost_ack", self.spec.put_lost_ack, uri)
+        return info
+
+    async def read(self, uri: str) -> bytes:
+        await self._delay(uri)
+        self._maybe("read_error", self.spec.read_error, uri)
+        return await self.inner.read(uri)
+
+    async def exists(self, uri: str) -> bool:
+        await self._delay(uri)
+        self._maybe("read_error", self.spec.read_error, uri)
+        return await self.inner.exists(uri)
+
+    async def delete(self, uri: str) -> None:
+        await self._delay(uri)
+        self._maybe("put_error", self.spec.put_error, uri)
+        await self.inner.delete(uri)
+
+    async def list_names(self, dir_uri: str) -> list[str]:
+        await self._delay(dir_uri)
+        self._maybe("read_error", self.spec.read_error, dir_uri)
+        return await self.inner.list_names(dir_uri)
+
+    async def info(self, uri: str) -> FileInfo:
+        await self._delay(uri)
+        self._maybe("read_error", self.spec.read_error, uri)
+        return await self.inner.info(uri)
+
+    async def ping(self) -> None:
+        await self.inner.ping()
+
+    async def close(self) -> None:
+        await self.inner.close()

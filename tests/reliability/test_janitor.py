@@ -1,0 +1,130 @@
+"""The orphan janitor: removes staged files that will never be ratified, and nothing else.
+
+An orphan is what a process leaves when it dies between writing ``_commits/<v>.<key>.json`` and its
+ratification transaction; the tests leave such files the same way (a staged file under a fresh key).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from tests.conftest import make_backend
+from tests.support import ROOT, Backend, Service, actions, create_owned_table, ndjson, wait_until
+
+from .checker import db_rows
+
+
+def _leave_orphan(backend: Backend, location: str, version: int) -> str:
+    """What a crashed commit leaves behind: a complete staged file no row names."""
+    name = f"{version:020d}.{uuid.uuid4()}.json"
+    backend.write(f"{location}/_delta_log/_commits/{name}", ndjson(actions(tag="orphan-")))
+    return name
+
+
+def _age(backend: Backend, location: str, name: str, seconds: float) -> None:
+    path = backend._p(f"{location}/_delta_log/_commits/{name}")
+    t = time.time() - seconds
+    os.utime(path, (t, t))
+
+
+def _janitor(backend: Backend, *, dry_run: bool = False) -> dict:
+    """One janitor pass in this process (the same code the CLI runs)."""
+    from coordinator.ops import run_janitor
+    from coordinator.settings import Settings
+
+    settings = Settings.load({"database_url": backend.database_url, "request_timeout_seconds": 2.0,
+                              "janitor_min_age_seconds": 60.0}, environ={})
+    return run_janitor(settings, dry_run=dry_run)
+
+
+def _janitor_cli(backend: Backend, *args: str) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "coordinator", "janitor", "--json", "--database-url", backend.database_url,
+         "--request-timeout-seconds", "2", "--janitor-min-age-seconds", "60", *args],
+        cwd=str(ROOT), capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def test_janitor_removes_only_old_orphans_of_decided_versions_on_local_disk(request: pytest.FixtureRequest) -> None:
+    backend = make_backend(request, "sqlite", "local", "rel-janitor-local")
+    svc = Service(backend, extra_env={"COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0"}).start()
+    try:
+        table_id, loc = create_owned_table(svc)
+        c = svc.client()
+        old_decided = _leave_orphan(backend, loc, 1)    # the crash happened, then v1 went to another commit
+        young_decided = _leave_orphan(backend, loc, 2)  # same, but too recent to touch
+        for v in (1, 2, 3):
+            c.commit(table_id, v, actions())
+        undecided = _leave_orphan(backend, loc, 4)      # above latest: a retry with its key may ratify it
+        for name in (old_decided, undecided):
+            _age(backend, loc, name, 3600)
+        ratified = set(db_rows(backend.database_url, table_id)[1][i]["file_name"] for i in range(3))
+        for name in ratified:
+            _age(backend, loc, name, 3600)  # old ratified files: never candidates
+        staged_dir = f"{loc}/_delta_log/_commits"
+        before = set(backend.list(staged_dir))
+
+        dry = _janitor_cli(backend, "--dry-run")
+        assert dry["orphans"] == 3 and dry["removed"] == 1 and dry["keptTooYoung"] == 1 and dry["keptUndecided"] == 1
+        assert [f.rsplit("/", 1)[1] for f in dry["removedFiles"]] == [old_decided]
+        assert set(backend.list(staged_dir)) == before  # a dry run removes nothing
+
+        rep = _janitor(backend)
+        assert rep["removed"] == 1
+        after = set(backend.list(staged_dir))
+        assert after == before - {old_decided}
+        assert ratified <= after and young_decided in after and undecided in after
+
+        # The undecided file is still usable: the retry it was written for ratifies it.
+        key = undecided.split(".")[1]
+        data = backend.read(f"{staged_dir}/{undecided}")
+        assert c.commit(table_id, 4, data, idempotency_key=key).file_name == undecided
+        # Its version is now decided by that very file, so it is ratified and never removed.
+        _age(backend, loc, undecided, 3600)
+        _age(backend, loc, young_decided, 3600)
+        rep = _janitor(backend)
+        assert [f.rsplit("/", 1)[1] for f in rep["removedFiles"]] == [young_decided]
+        assert undecided in backend.list(staged_dir)
+        c.backfill_to_version(table_id, 4)
+        for row in db_rows(backend.database_url, table_id)[1]:
+            assert backend.read(f"{loc}/_delta_log/{row['version']:020d}.json") == \
+                backend.read(f"{staged_dir}/{row['file_name']}")
+    finally:
+        svc.stop()
+
+
+def test_service_janitor_removes_orphans_on_s3_after_the_safe_age(request: pytest.FixtureRequest) -> None:
+    backend = make_backend(request, "sqlite", "s3", "rel-janitor-s3")
+    # request timeout 1 s: the janitor never touches a file younger than 3 x 1 + 5 = 8 s (janitor_min_age 0).
+    svc = Service(backend, extra_env={"COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "1",
+                                      "COMMIT_OWNER_JANITOR_MIN_AGE_SECONDS": "0",
+                                      "COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS": "1",
+                                      "COMMIT_OWNER_LOG_LEVEL": "INFO"}).start()
+    try:
+        table_id, loc = create_owned_table(svc)
+        c = svc.client()
+        orphan = _leave_orphan(backend, loc, 1)
+        written = time.time()
+        c.commit(table_id, 1, actions())
+        c.commit(table_id, 2, actions())
+        undecided = _leave_orphan(backend, loc, 3)
+        staged_dir = f"{loc}/_delta_log/_commits"
+        ratified = {r["file_name"] for r in db_rows(backend.database_url, table_id)[1]}
+        wait_until(lambda: orphan not in backend.list(staged_dir), timeout=30, what="the janitor to remove the orphan")
+        assert time.time() - written >= 8.0  # not before the safe age
+        assert "janitor: removed orphan" in svc.log_text()
+        from tests.ops.helpers import sample, scrape
+
+        assert sample(scrape(svc), "commit_owner_janitor_removed_orphans_total") == 1.0
+        time.sleep(1.5)  # another round: still nothing else removed
+        left = set(backend.list(staged_dir))
+        assert ratified <= left and undecided in left and orphan not in left
+    finally:
+        svc.stop()

@@ -1,0 +1,72 @@
+"""Faults on the service processes: SIGKILL + restart, and several processes on one database."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.conftest import make_backend
+
+from .checker import check, lister
+from .harness import FaultLog, make_tables, report, start_services
+from .workload import Workload
+
+
+def test_no_acknowledged_commit_is_lost_when_the_service_is_killed_and_restarted(request: pytest.FixtureRequest) -> None:
+    backend = make_backend(request, "postgres", "local", "rel-kill")
+    (svc,) = start_services(backend, 1)
+    faults = FaultLog()
+    try:
+        tables = make_tables(svc, 3)
+        wl = Workload([svc.endpoint], tables, lister(backend), writers=4, timeout=2.0, deadline=8.0, seed=1).start()
+        wl.wait_for_acks(10)
+        for _ in range(3):
+            time.sleep(0.7)  # let commits be in flight at the moment of the kill
+            ev = faults.inject("service SIGKILL + restart")
+            svc.kill()
+            svc.start()  # same port: the writers' retries find it again
+            faults.heal(ev)
+            wl.wait_for_acks(5, since=ev.healed)
+        history = wl.stop()
+        faults.fill_recovery(history.ack_times())
+        result = check(backend, tables, history, endpoints=[svc.endpoint])
+        report("service-kill", result, faults)
+        result.assert_ok()
+        assert result.acknowledged >= 25
+        assert result.lost == 0 and result.duplicates == 0
+    finally:
+        svc.stop()
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_services_sharing_one_database_lose_nothing_when_one_is_killed(request: pytest.FixtureRequest, n: int) -> None:
+    backend = make_backend(request, "postgres", "local", f"rel-ha{n}")
+    svcs = start_services(backend, n)
+    faults = FaultLog()
+    try:
+        tables = make_tables(svcs[0], 3)
+        # Writers spread over the services; each fails over to the next one when its own is gone.
+        wl = Workload([s.endpoint for s in svcs], tables, lister(backend), writers=2 * n, timeout=2.0,
+                      deadline=3.0, seed=n).start()
+        wl.wait_for_acks(10)
+        time.sleep(0.7)
+        ev = faults.inject(f"1 of {n} services SIGKILL (not restarted)")
+        svcs[0].kill()
+        faults.heal(ev)  # the survivors take over at once: recovery = time to the next ack
+        wl.wait_for_acks(15, since=ev.injected)
+        time.sleep(1.0)
+        history = wl.stop()
+        faults.fill_recovery(history.ack_times())
+        survivors = [s.endpoint for s in svcs[1:]]
+        result = check(backend, tables, history, endpoints=survivors)
+        report(f"ha-{n}", result, faults)
+        result.assert_ok()
+        assert result.lost == 0 and result.duplicates == 0
+        # Every survivor kept committing after the kill (writers homed on them never stopped).
+        assert wl.acks_since(ev.injected) >= 15
+    finally:
+        for s in svcs:
+            s.stop()
+
+
