@@ -140,17 +140,14 @@ def _accepts(port: int) -> bool:
 
 
 @pytest.mark.parametrize(
-    "args,code",
-    [
-        (["serve", "--port", "not-a-number"], 2),
-        (["no-such-command"], 2),
-        (["serve", "--commit-dir", "_elsewhere"], 2),
-    ],
+    "args",
+    [["serve", "--port", "not-a-number"], ["no-such-command"], ["serve", "--commit-dir", "_elsewhere"]],
 )
-def test_usage_errors_exit_2(args: list[str], code: int) -> None:
-    res = subprocess.run([sys.executable, "-m", "coordinator", *args], cwd=str(ROOT), capture_output=True,
-                         text=True, timeout=60)
-    assert res.returncode == code, res.stderr
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    from tests.ops.test_cli import cli_here
+
+    res = cli_here(*args)
+    assert res.returncode == 2, res.stderr
     assert "Usage" in res.stderr or "error" in res.stderr.lower()
 
 
