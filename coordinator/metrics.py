@@ -121,10 +121,12 @@ class Metrics:
         self.tables.clear()
         by_status: dict[str, int] = {}
         for t in tables:
+            by_status[t.status] = by_status.get(t.status, 0) + 1
+            if t.status == "RELEASED" and not t.unbackfilled:
+                continue  # handed back and fully published: nothing more to watch, keep the series count down
             self.backlog.labels(t.table_id).set(t.unbackfilled)
             ratified = ages.get(t.table_id)
             self.backlog_age.labels(t.table_id).set(max(0.0, now - ratified / 1000.0) if ratified else 0.0)
-            by_status[t.status] = by_status.get(t.status, 0) + 1
         for status, n in by_status.items():
             self.tables.labels(status).set(n)
 

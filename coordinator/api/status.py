@@ -107,13 +107,13 @@ Rendered {_ts(int(time.time() * 1000))}. <a href="/metrics">metrics</a> · <a hr
 <thead><tr><th>table id</th><th>location</th><th>status</th><th>accepting</th><th>latest</th><th>backfilled</th>
 <th>backlog</th><th>lag</th><th>last commit</th><th>error</th></tr></thead>
 <tbody>
-{_table_rows(shown, ages)}
+{_table_rows(shown, ages) or '<tr><td colspan="10" class="muted">no tables registered</td></tr>'}
 </tbody></table>
 <h2>Recent errors</h2>
 <table id="errors">
 <thead><tr><th>at</th><th>status</th><th>outcome</th><th>request</th><th>request id</th><th>message</th></tr></thead>
 <tbody>
-{_error_rows(errors)}
+{_error_rows(errors) or '<tr><td colspan="6" class="muted">none since this process started</td></tr>'}
 </tbody></table>
 </body></html>
 """

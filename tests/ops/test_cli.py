@@ -14,12 +14,23 @@ from tests.support import ROOT, Service, actions, create_owned_table
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """`commit-owner ARGS` as a real subprocess (for commands that open the database)."""
     import os
 
     e = {k: v for k, v in os.environ.items() if not k.startswith("COMMIT_OWNER_")}
     e.update(env or {})
     return subprocess.run([sys.executable, "-m", "coordinator", *args], cwd=str(ROOT), capture_output=True,
                           text=True, timeout=60, env=e)
+
+
+def cli_here(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The same command line run in this process (click's runner): for commands that only read settings."""
+    from click.testing import CliRunner
+
+    from coordinator.cli import main
+
+    r = CliRunner().invoke(main, list(args), env=env, prog_name="commit-owner")
+    return subprocess.CompletedProcess(["commit-owner", *args], r.exit_code, r.stdout, r.stderr)
 
 
 def test_tables_list_shows_versions_backlog_and_last_commit(manual_service: Service) -> None:
@@ -62,7 +73,7 @@ def test_tables_show_by_location_lists_recent_commits_and_unknown_exits_1(manual
 def test_config_show_gives_sources_and_masks_secrets(tmp_path: Path) -> None:
     cfg = tmp_path / "owner.toml"
     cfg.write_text('[commit-owner]\nport = 9123\ns3_region = "eu-west-3"\n')
-    res = cli("config", "show", "--json", "--config", str(cfg), "--log-level", "DEBUG",
+    res = cli_here("config", "show", "--json", "--config", str(cfg), "--log-level", "DEBUG",
               env={"COMMIT_OWNER_S3_SECRET_ACCESS_KEY": "very-secret-key",
                    "COMMIT_OWNER_DATABASE_URL": "postgresql+psycopg://owner:pg-password@db/x",
                    "COMMIT_OWNER_S3_REGION": "us-west-2"})
@@ -78,7 +89,7 @@ def test_config_show_gives_sources_and_masks_secrets(tmp_path: Path) -> None:
 
 
 def test_config_show_refuses_a_bad_value_with_exit_2() -> None:
-    res = cli("config", "show", env={"COMMIT_OWNER_PORT": "eighty"})
+    res = cli_here("config", "show", env={"COMMIT_OWNER_PORT": "eighty"})
     assert res.returncode == 2 and "COMMIT_OWNER_PORT" in res.stderr
 
 
@@ -88,14 +99,14 @@ def test_the_configuration_reference_documents_every_setting_and_is_current() ->
         assert f"| `{s.name}` |" in doc, f"setting {s.name} is not documented in docs/configuration.md"
         assert f"`{s.env}`" in doc and f"`{s.option}`" in doc
     assert doc == render(), "docs/configuration.md is stale: run `commit-owner config docs --output docs/configuration.md`"
-    res = cli("config", "docs", "--check", "docs/configuration.md")
+    res = cli_here("config", "docs", "--check", str(ROOT / "docs" / "configuration.md"))
     assert res.returncode == 0, res.stderr
 
 
 def test_config_docs_check_fails_on_a_stale_reference(tmp_path: Path) -> None:
     stale = tmp_path / "configuration.md"
     stale.write_text(render().replace("| `port` |", "| `prot` |"))
-    res = cli("config", "docs", "--check", str(stale))
+    res = cli_here("config", "docs", "--check", str(stale))
     assert res.returncode == 1 and "stale" in res.stderr
 
 
@@ -108,5 +119,5 @@ def test_exit_codes_are_the_documented_ones(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr and "pw-not-shown" not in res.stderr
     res = cli("tables", "list", "--database-url", f"sqlite+aiosqlite:///{tmp_path}/never-migrated.db")
     assert res.returncode == 3 and "commit-owner migrate" in res.stderr
-    res = cli("tables", "list", "--no-such-flag")
+    res = cli_here("tables", "list", "--no-such-flag")
     assert res.returncode == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import signal
 import socket
 import subprocess
@@ -86,7 +87,8 @@ def test_start_and_stop_leave_no_task_thread_or_connection_behind(request: pytes
 
 
 def test_sigterm_finishes_the_commit_in_flight_and_exits_0(ops_backend: Backend) -> None:
-    svc = Service(ops_backend).start()
+    # log format "auto" with stderr going to a file: JSON lines
+    svc = Service(ops_backend, extra_env={"COMMIT_OWNER_LOG_FORMAT": "auto"}).start()
     try:
         loc = ops_backend.new_location()
         table_id = svc.client().register_table(loc, current_version=-1).table_id
@@ -110,8 +112,13 @@ def test_sigterm_finishes_the_commit_in_flight_and_exits_0(ops_backend: Backend)
         assert result and result[0][0] == 200, result
         assert result[0][1]["version"] == 1
         assert svc.proc.wait(20) == 0
-        log = svc.log_text()
-        assert "shutting down" in log and "stopped" in log
+        records = [json.loads(line) for line in svc.log_text().splitlines() if line.startswith("{")]
+        messages = [r["msg"] for r in records if r["logger"] == "commit_owner.serve"]
+        assert any("shutting down" in m for m in messages) and messages[-1] == "commit-owner stopped"
+        # the commit answered during shutdown was logged before the stop
+        [commit_line] = [r for r in records if r["logger"] == "commit_owner.access" and r.get("table_id") == table_id
+                         and r["method"] == "POST" and r["path"].endswith("/commits")]
+        assert commit_line["outcome"] == "ok" and records.index(commit_line) < len(records) - 1
         with pg_connect(ops_backend.database_url) as conn:
             row = conn.execute("SELECT latest_version FROM owned_tables WHERE table_id = %s", (table_id,)).fetchone()
         assert row[0] == 1
@@ -134,17 +141,14 @@ def _accepts(port: int) -> bool:
 
 
 @pytest.mark.parametrize(
-    "args,code",
-    [
-        (["serve", "--port", "not-a-number"], 2),
-        (["no-such-command"], 2),
-        (["serve", "--commit-dir", "_elsewhere"], 2),
-    ],
+    "args",
+    [["serve", "--port", "not-a-number"], ["no-such-command"], ["serve", "--commit-dir", "_elsewhere"]],
 )
-def test_usage_errors_exit_2(args: list[str], code: int) -> None:
-    res = subprocess.run([sys.executable, "-m", "coordinator", *args], cwd=str(ROOT), capture_output=True,
-                         text=True, timeout=60)
-    assert res.returncode == code, res.stderr
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    from tests.ops.test_cli import cli_here
+
+    res = cli_here(*args)
+    assert res.returncode == 2, res.stderr
     assert "Usage" in res.stderr or "error" in res.stderr.lower()
 
 
