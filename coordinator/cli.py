@@ -70,7 +70,7 @@ def serve(config: str | None, **overrides: Any) -> None:
     settings = _load(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
     try:
-        check_auth_mode(settings)
+        check_auth_mode(settings, warn=False)  # create_app logs the warning when forced
     except ValueError as e:
         raise click.UsageError(str(e)) from None
 

@@ -109,6 +109,23 @@ class Principal:
         need = _RANK[action]
         return any(rank >= need and (location is None or covers(prefix, location)) for prefix, rank in self.scopes)
 
+    def may_on_disk(self, action: str, real_path: str) -> bool:
+        """Like :meth:`may` for a local path already resolved with realpath, comparing resolved prefixes too
+        (so a symlink cannot carry a location out of the prefix, and a symlinked prefix still matches)."""
+        import os
+
+        need = _RANK[action]
+        for prefix, rank in self.scopes:
+            if rank < need:
+                continue
+            if prefix == ANY:
+                return True
+            if prefix.startswith("file://"):
+                base = os.path.realpath(prefix[len("file://"):]).rstrip("/")
+                if real_path == base or real_path.startswith(base + "/"):
+                    return True
+        return False
+
     def may_everywhere(self, action: str) -> bool:
         need = _RANK[action]
         return any(rank >= need and prefix == ANY for prefix, rank in self.scopes)

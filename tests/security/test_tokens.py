@@ -208,3 +208,16 @@ def test_client_maps_401_and_403_without_an_envelope(world: World) -> None:
                       PermissionDeniedError)
 
 
+
+
+def test_a_symlink_cannot_carry_a_registration_out_of_the_tokens_prefix(world: World) -> None:
+    import os
+
+    team_a = world.wh[len("file://"):] + "/team-a"
+    os.makedirs(world.wh[len("file://"):] + "/team-b", exist_ok=True)
+    os.symlink(world.wh[len("file://"):] + "/team-b", team_a + "/to-b")
+    state = world.state()
+    before = state.take()
+    with pytest.raises(PermissionDeniedError):
+        world.client(world.a_admin).register_table(f"file://{team_a}/to-b/sneaky")
+    assert state.take() == before
