@@ -79,7 +79,10 @@ def parse_scope(text: str) -> dict[str, Any]:
     if bad or not actions:
         raise InvalidArgumentError(f"unknown action(s) {', '.join(bad) or '(none)'} in scope {text!r}: "
                                    f"use {', '.join(ACTIONS)}")
-    return {"prefix": normalize_prefix(prefix), "actions": actions}
+    try:
+        return {"prefix": normalize_prefix(prefix), "actions": actions}
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"bad prefix in scope {text!r}: {e.message}") from None
 
 
 def covers(prefix: str, location: str) -> bool:

@@ -30,7 +30,7 @@ from tests.conftest import make_backend  # noqa: E402
 from tests.security.conftest import State, store_token  # noqa: E402
 from tests.support import Service, actions, delta_file, ndjson, version0  # noqa: E402
 
-BUDGET_SECONDS = float(os.environ.get("COMMIT_OWNER_FUZZ_SECONDS", "45"))
+BUDGET_SECONDS = float(os.environ.get("COMMIT_OWNER_FUZZ_SECONDS", "40"))
 EXAMPLES = 40
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 

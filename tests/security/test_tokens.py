@@ -182,11 +182,11 @@ def test_a_revoked_token_is_refused_at_once(world: World) -> None:
     assert cli(world.backend, "tokens", "revoke", "ffffffffffffffff", check=False).returncode == 1
 
 
-@pytest.mark.parametrize("scope", ["s3://bucket/team-a", "s3://bucket/team-a:write", "ftp://x/y:read", ":read"])
+@pytest.mark.parametrize("scope", ["s3://bucket/team-a", "ftp://x/y:read", "s3://bucket/x:write"])
 def test_tokens_create_refuses_malformed_scopes(world: World, scope: str) -> None:
     before = world.state().take()
     res = cli(world.backend, "tokens", "create", "--scope", scope, check=False)
-    assert res.returncode == 2 and "scope" in res.stderr.lower() or "location" in res.stderr.lower()
+    assert res.returncode == 2 and "scope" in res.stderr.lower()
     assert world.state().take() == before
 
 
@@ -221,3 +221,35 @@ def test_a_symlink_cannot_carry_a_registration_out_of_the_tokens_prefix(world: W
     with pytest.raises(PermissionDeniedError):
         world.client(world.a_admin).register_table(f"file://{team_a}/to-b/sneaky")
     assert state.take() == before
+
+
+def test_the_log_filter_redacts_bearer_tokens(world: World) -> None:
+    import logging
+
+    from coordinator.tokens import RedactTokens
+
+    record = logging.LogRecord("x", logging.INFO, __file__, 1, "got %s and Authorization: Bearer %s",
+                               (world.a_read, "opaque-secret-value"), None)
+    assert RedactTokens().filter(record)
+    text = record.getMessage()
+    assert world.a_read.split("_", 2)[2] not in text and "opaque-secret-value" not in text
+    assert text.count("***") == 2
+
+
+@pytest.mark.postgres
+def test_tokens_on_postgresql(request: pytest.FixtureRequest) -> None:
+    from tests.conftest import make_backend
+
+    b = make_backend(request, "postgres", "local", "sec-pg")
+    svc = Service(b, extra_env={"COMMIT_OWNER_AUTH": "tokens"}).start()
+    try:
+        made = make_token(b, f"file://{b.tmp}:admin")
+        c = svc.client(token=made["token"], deadline=10)
+        info = c.register_table(b.new_location())
+        with pytest.raises(PermissionDeniedError):
+            c.register_table("file://" + str(b.tmp.parent) + "/elsewhere/t")
+        cli(b, "tokens", "revoke", made["id"])
+        with pytest.raises(UnauthenticatedError):
+            c.get_table(info.table_id)
+    finally:
+        svc.stop()
