@@ -62,10 +62,9 @@ def serve(config: str | None, **overrides: Any) -> None:
     from aiohttp import web
 
     from .api import create_app
+    from .api.auth import check_auth_mode
     from .logs import setup_logging
     from .store import SchemaOutOfDateError, check_schema, create_engine
-
-    from .api.auth import check_auth_mode
 
     settings = _load(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
