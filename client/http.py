@@ -20,6 +20,7 @@ from urllib.parse import urlencode, urlsplit
 from .errors import (
     CommitOwnerError,
     CommitStateUnknownError,
+    PermissionDeniedError,
     TooManyUnbackfilledCommitsError,
     UnavailableError,
     error_from_envelope,
@@ -109,6 +110,7 @@ class CommitOwnerClient:
         path = f"/tables/{table_id}/commits?" + urlencode({"version": int(version)})
         headers = {"Content-Type": "application/x-ndjson", "Idempotency-Key": key}
         started = time.monotonic()
+        no_backfill_right = False
         while True:
             try:
                 return Commit.from_json(self._call("POST", path, body=data, headers=headers, unknown_outcome=True))
@@ -116,10 +118,14 @@ class CommitOwnerClient:
                 if not backfill_on_backlog or time.monotonic() - started > self.deadline:
                     raise
                 latest = e.latest_table_version
-                if latest is not None and latest >= 0:
-                    self.backfill_to_version(table_id, latest)
-                else:
-                    self._sleep(1, started)
+                if latest is not None and latest >= 0 and not no_backfill_right:
+                    try:
+                        self.backfill_to_version(table_id, latest)
+                        continue
+                    except PermissionDeniedError:
+                        # backfill needs the admin scope; a commit-only token waits for the owner's own backfiller
+                        no_backfill_right = True
+                self._sleep(1, started)
 
     def get_commits(
         self, table_id: str, start_version: int | None = None, end_version: int | None = None

@@ -77,15 +77,14 @@ def serve(config: str | None, **overrides: Any) -> None:
     stops and the database pool closes; then it exits 0.
     """
     from .api import create_app
+    from .api.auth import check_auth_mode
     from .logs import setup_logging
     from .store import SchemaOutOfDateError, check_schema, create_engine
-
-    from .api.auth import check_auth_mode
 
     settings = _load(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
     try:
-        check_auth_mode(settings)
+        check_auth_mode(settings, warn=False)  # create_app logs the warning when forced
     except ValueError as e:
         raise click.UsageError(str(e)) from None
 

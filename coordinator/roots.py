@@ -56,3 +56,19 @@ def check_allowed(location: str, roots: Iterable[Root]) -> None:
     if not any(r.holds(location) for r in roots):
         raise LocationNotAllowedError(
             "location is outside every allowed root of this service (see --allow-location)")
+
+
+def check_local_log(location: str, commit_dir: str, roots: Iterable[Root]) -> None:
+    """On local disk, refuse when ``_delta_log`` or its commit folder resolves (symlinks) outside every root.
+
+    Checked at registration and before each commit, so a symlink planted later cannot redirect writes.
+    Raises LocationNotAllowedError.
+    """
+    if not location.startswith("file://"):
+        return
+    local_roots = [r for r in roots if r.real is not None]
+    for sub in ("_delta_log", f"_delta_log/{commit_dir}"):
+        real = os.path.realpath(os.path.join(local_path(location), sub))
+        if not any(real.startswith(r.real.rstrip("/") + "/") for r in local_roots):  # type: ignore[union-attr]
+            raise LocationNotAllowedError(
+                f"the table's {sub} resolves outside every allowed root of this service (a symlink?)")

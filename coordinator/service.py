@@ -29,7 +29,7 @@ from client.errors import (
 from .commit_body import parse_commit_body
 from .lifecycle import OwnershipPublishedError, check_log_matches, clear_dead_proposal, first_commit_names
 from .locations import normalize_location, staged_file
-from .roots import check_allowed, parse_roots
+from .roots import check_allowed, check_local_log, parse_roots
 from .settings import Settings
 from .storage import StorageRouter
 from .store import CommitRow, OwnershipStore, TableRow, now_ms
@@ -78,6 +78,7 @@ class CommitService:
         if isinstance(current_version, bool) or not isinstance(current_version, int) or current_version < -1:
             raise InvalidArgumentError("currentVersion must be an integer >= -1")
         check_allowed(loc, self.roots)
+        check_local_log(loc, cdir, self.roots)
         storage = self.storage.for_uri(loc)
         await check_log_matches(storage, loc, current_version)
         try:
@@ -132,6 +133,7 @@ class CommitService:
         uid = parse_uuid(idempotency_key, "Idempotency-Key") if idempotency_key else str(uuid.uuid4())
         body = parse_commit_body(data, max_line_bytes=self.settings.max_line_bytes)
         place = await self.place(table_id)
+        check_local_log(place.location, place.commit_dir, self.roots)
         path = staged_file(place.location, place.commit_dir, version, uid)
         storage = self.storage.for_uri(path)
         sha = hashlib.sha256(data).hexdigest()

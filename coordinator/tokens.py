@@ -79,7 +79,10 @@ def parse_scope(text: str) -> dict[str, Any]:
     if bad or not actions:
         raise InvalidArgumentError(f"unknown action(s) {', '.join(bad) or '(none)'} in scope {text!r}: "
                                    f"use {', '.join(ACTIONS)}")
-    return {"prefix": normalize_prefix(prefix), "actions": actions}
+    try:
+        return {"prefix": normalize_prefix(prefix), "actions": actions}
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"bad prefix in scope {text!r}: {e.message}") from None
 
 
 def covers(prefix: str, location: str) -> bool:
@@ -108,6 +111,23 @@ class Principal:
         """Whether a scope grants ``action`` on ``location`` (on some location when None)."""
         need = _RANK[action]
         return any(rank >= need and (location is None or covers(prefix, location)) for prefix, rank in self.scopes)
+
+    def may_on_disk(self, action: str, real_path: str) -> bool:
+        """Like :meth:`may` for a local path already resolved with realpath, comparing resolved prefixes too
+        (so a symlink cannot carry a location out of the prefix, and a symlinked prefix still matches)."""
+        import os
+
+        need = _RANK[action]
+        for prefix, rank in self.scopes:
+            if rank < need:
+                continue
+            if prefix == ANY:
+                return True
+            if prefix.startswith("file://"):
+                base = os.path.realpath(prefix[len("file://"):]).rstrip("/")
+                if real_path == base or real_path.startswith(base + "/"):
+                    return True
+        return False
 
     def may_everywhere(self, action: str) -> bool:
         need = _RANK[action]

@@ -59,7 +59,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_auth_mode(settings: Settings) -> None:
+def check_auth_mode(settings: Settings, *, warn: bool = True) -> None:
     """Refuse ``auth = none`` on a non-loopback address unless forced. Raises ValueError with the remedy."""
     if settings.auth != "none" or is_loopback(settings.host):
         return
@@ -68,8 +68,9 @@ def check_auth_mode(settings: Settings) -> None:
             f"refusing to listen on {settings.host or 'every address'} without authentication: "
             "use --auth tokens (create tokens with `commit-owner tokens create --scope ...`), "
             "or --allow-insecure-no-auth to accept that anyone who reaches the port may commit")
-    log.warning("authentication is OFF on non-loopback address %s (--allow-insecure-no-auth): anyone who "
-                "reaches this port can register tables and commit", settings.host)
+    if warn:
+        log.warning("authentication is OFF on non-loopback address %s (--allow-insecure-no-auth): anyone who "
+                    "reaches this port can register tables and commit", settings.host)
 
 
 async def tokens_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -102,12 +103,7 @@ async def _register_location(request: web.Request) -> list[str]:
     loc = body.get("location")
     if not isinstance(loc, str):
         raise InvalidArgumentError("location is required and must be a string")
-    loc = normalize_location(loc)
-    out = [loc]
-    if loc.startswith("file://"):
-        # A symlink must not carry a registration out of the token's prefix either.
-        out.append("file://" + os.path.realpath(local_path(loc)))
-    return out
+    return [normalize_location(loc)]
 
 
 async def _locations(request: web.Request, route: tuple[str, str]) -> list[str] | None:
@@ -154,4 +150,8 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         request[VISIBLE] = visible
     elif not all(principal.may(action, loc) for loc in locations):
         raise _denied(principal, action)
+    elif route == ("POST", f"{API}/tables") and locations[0].startswith("file://"):
+        # On local disk a symlink must not carry a registration out of the token's prefix either.
+        if not principal.may_on_disk(action, os.path.realpath(local_path(locations[0]))):
+            raise _denied(principal, action)
     return await handler(request)

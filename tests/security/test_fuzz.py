@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+import zlib
 from typing import Any, Iterator
 
 import pytest
@@ -29,7 +30,7 @@ from tests.conftest import make_backend  # noqa: E402
 from tests.security.conftest import State, store_token  # noqa: E402
 from tests.support import Service, actions, delta_file, ndjson, version0  # noqa: E402
 
-BUDGET_SECONDS = float(os.environ.get("COMMIT_OWNER_FUZZ_SECONDS", "50"))
+BUDGET_SECONDS = float(os.environ.get("COMMIT_OWNER_FUZZ_SECONDS", "40"))
 EXAMPLES = 40
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
@@ -70,7 +71,7 @@ def test_fuzzing_the_api_finds_no_server_error_and_refusals_change_nothing(fuzz_
     def run(case: Any, token: str, until: float) -> None:
         if time.monotonic() > until:
             return
-        if "table_id" in (case.path_parameters or {}) and hash(repr(case.query)) % 2 == 0:
+        if "table_id" in (case.path_parameters or {}) and zlib.crc32(repr(case.query).encode()) % 2 == 0:
             case.path_parameters["table_id"] = table_id  # half the cases aim at a real table
         before = state.take()
         response = case.call(base_url=svc.endpoint, headers={"Authorization": f"Bearer {token}"}, timeout=30)

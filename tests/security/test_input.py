@@ -12,7 +12,7 @@ import pytest
 
 from tests.conftest import make_backend
 from tests.security.conftest import State, call
-from tests.support import Service, actions, delta_file, ndjson, version0
+from tests.support import Service, actions, delta_file, ndjson, version0, wait_until
 
 MAX_BODY, MAX_LINE = 8192, 2048
 NDJSON = {"Content-Type": "application/x-ndjson"}
@@ -33,6 +33,8 @@ def table(svc: Service) -> tuple[str, str]:
     info = svc.client().register_table(loc)
     svc.backend.write(delta_file(loc, 0), ndjson(version0()))
     svc.client().commit(info.table_id, 1, actions())
+    # the backfill after the commit runs in the background: let it finish before pictures are taken
+    wait_until(lambda: svc.client().get_table(info.table_id).latest_backfilled_version == 1, what="backfill of v1")
     return info.table_id, loc
 
 

@@ -151,3 +151,32 @@ def test_the_default_root_is_a_local_warehouse_under_the_working_directory(tmp_p
     assert not roots[0].holds(f"file://{tmp_path}/warehouse2/t")
 
 
+
+
+def test_a_delta_log_symlinked_out_of_the_root_is_refused_at_registration_and_at_commit(
+        local_roots: tuple[Service, str]) -> None:
+    from client.errors import LocationNotAllowedError
+    from tests.support import actions, delta_file, ndjson, version0
+
+    svc, root = local_roots
+    tmp = os.path.dirname(root)
+    outside = os.path.join(tmp, "outside")
+    state = State(svc.backend, f"file://{tmp}")
+
+    planted = os.path.join(root, "planted")
+    os.makedirs(planted)
+    os.symlink(outside, os.path.join(planted, "_delta_log"))
+    assert_refused(svc, state, planted, forbidden=outside)
+
+    # registered while harmless, then its _delta_log is swapped for a symlink out of the root
+    loc = f"file://{root}/swapped"
+    c = svc.client()
+    tid = c.register_table(loc).table_id
+    svc.backend.write(delta_file(loc, 0), ndjson(version0()))
+    os.rename(os.path.join(root, "swapped", "_delta_log"), os.path.join(root, "swapped", "_delta_log.old"))
+    os.symlink(outside, os.path.join(root, "swapped", "_delta_log"))
+    before = state.take()
+    with pytest.raises(LocationNotAllowedError):
+        c.commit(tid, 1, actions())
+    assert state.take() == before
+    assert not os.listdir(outside)

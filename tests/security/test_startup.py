@@ -18,18 +18,37 @@ def serve(*args: str) -> subprocess.CompletedProcess:
                           cwd=str(ROOT), capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.parametrize("host", ["0.0.0.0", "::", "192.0.2.10", ""])
-def test_serve_without_auth_on_a_non_loopback_address_refuses_to_start(host: str) -> None:
-    res = serve("--host", host, "--port", str(free_port()))
+def test_serve_without_auth_on_0_0_0_0_refuses_to_start_with_a_clear_message() -> None:
+    res = serve("--host", "0.0.0.0", "--port", str(free_port()))
     assert res.returncode == 2
-    assert "refusing to listen" in res.stderr and "--auth tokens" in res.stderr
-    assert "--allow-insecure-no-auth" in res.stderr
+    assert "refusing to listen on 0.0.0.0 without authentication" in res.stderr
+    assert "--auth tokens" in res.stderr and "--allow-insecure-no-auth" in res.stderr
     assert "listening on" not in res.stderr
 
 
+@pytest.mark.parametrize("host,refused", [
+    ("0.0.0.0", True), ("::", True), ("192.0.2.10", True), ("", True), ("example.org", True),
+    ("127.0.0.1", False), ("127.9.9.9", False), ("::1", False), ("[::1]", False), ("localhost", False),
+])
+def test_only_loopback_hosts_may_run_without_auth(host: str, refused: bool) -> None:
+    from coordinator.api.auth import check_auth_mode
+    from coordinator.settings import Settings
+
+    settings = Settings.load({"host": host}, environ={})
+    if refused:
+        with pytest.raises(ValueError, match="refusing to listen"):
+            check_auth_mode(settings)
+        check_auth_mode(Settings.load({"host": host, "auth": "tokens"}, environ={}))
+        check_auth_mode(Settings.load({"host": host, "allow_insecure_no_auth": True}, environ={}), warn=False)
+    else:
+        check_auth_mode(settings)
+
+
 def test_an_unknown_auth_mode_is_a_usage_error() -> None:
-    res = serve("--auth", "maybe")
-    assert res.returncode == 2 and "auth must be tokens or none" in res.stderr
+    from coordinator.settings import Settings
+
+    with pytest.raises(ValueError, match="auth must be tokens or none"):
+        Settings.load({"auth": "maybe"}, environ={})
 
 
 @pytest.mark.parametrize("extra", [{"COMMIT_OWNER_AUTH": "tokens"}, {"COMMIT_OWNER_ALLOW_INSECURE_NO_AUTH": "true"}])
