@@ -253,6 +253,10 @@ from .tokens_cli import tokens  # noqa: E402  (security: `commit-owner tokens ..
 
 main.add_command(tokens)
 
+from .bench_cli import bench  # noqa: E402  (performance: `commit-owner bench`, docs/benchmarks.md)
+
+main.add_command(bench)
+
 
 if __name__ == "__main__":
     main()

@@ -74,6 +74,14 @@ class Metrics:
         self.janitor_removed = Counter("commit_owner_janitor_removed_orphans",
                                        "Orphan commit files (never ratified) removed by this process's janitor.",
                                        registry=r)
+        self.storage_requests = Counter("commit_owner_storage_requests",
+                                        "Log-storage operations issued (each is one request to S3 or one file operation).",
+                                        ["operation"], registry=r)
+        self.db_statements = Counter("commit_owner_database_statements",
+                                     "SQL statements sent to the ownership store (each is one database round trip).",
+                                     registry=r)
+        self.db_transactions = Counter("commit_owner_database_transactions",
+                                       "Ownership-store transactions ended, by how they ended.", ["end"], registry=r)
         self._janitor_seen = 0
         for outcome in ("ok", "COMMIT_VERSION_CONFLICT"):
             self.commits.labels(outcome)  # the usual series exist from the start (rate() needs a zero)
@@ -107,6 +115,9 @@ class Metrics:
                 self.db_errors.inc()
 
         event.listen(engine.sync_engine, "handle_error", on_error)
+        event.listen(engine.sync_engine, "before_cursor_execute", lambda *_a: self.db_statements.inc())
+        event.listen(engine.sync_engine, "commit", lambda *_a: self.db_transactions.labels("commit").inc())
+        event.listen(engine.sync_engine, "rollback", lambda *_a: self.db_transactions.labels("rollback").inc())
 
     def wrap_storage(self, backend: LogStorage) -> LogStorage:
         return MeteredStorage(backend, self)
@@ -148,6 +159,7 @@ class MeteredStorage(LogStorage):
         return getattr(self.inner, name)
 
     async def _call(self, op: str, *args: Any) -> Any:
+        self.metrics.storage_requests.labels(op).inc()
         try:
             return await getattr(self.inner, op)(*args)
         except self._ANSWERS:

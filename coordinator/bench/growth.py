@@ -1,0 +1,74 @@
+"""Scenario 6's growth: many tables and commit rows written straight into the owner's database.
+
+Every grown table looks like a table the owner has served for a while: ``rows`` ratified commits, all
+backfilled (the audit trail the owner keeps), latest = backfilled = ``rows``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from .env import BenchEnv
+
+_PG_TABLES = """
+INSERT INTO owned_tables (table_id, location, commit_dir, base_version, latest_version, latest_backfilled_version,
+                          last_commit_timestamp, accepting, status, created_at, updated_at, last_commit_at)
+SELECT md5(%(tag)s || g)::uuid::text, %(prefix)s || %(tag)s || '-' || g, '_commits', 0, %(rows)s, %(rows)s,
+       %(rows)s, true, 'ACTIVE', 0, 0, 0
+FROM generate_series(1, %(n)s::int) AS g
+"""
+_PG_COMMITS = """
+INSERT INTO commits (table_id, version, file_name, idempotency_key, file_size, file_modification_time,
+                     commit_timestamp, content_sha256, ratified_at, backfilled_at)
+SELECT md5(%(tag)s || g)::uuid::text, v, lpad(v::text, 20, '0') || '.' || md5(g || '-' || v)::uuid || '.json',
+       md5(v || '-' || g)::uuid::text, 600, 0, v, repeat('0', 64), 0, 0
+FROM generate_series(%(lo)s::int, %(hi)s::int) AS g, generate_series(1, %(rows)s::int) AS v
+"""
+_SQLITE_TABLES = """
+WITH RECURSIVE g(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM g WHERE i < :n)
+INSERT INTO owned_tables (table_id, location, commit_dir, base_version, latest_version, latest_backfilled_version,
+                          last_commit_timestamp, accepting, status, created_at, updated_at, last_commit_at)
+SELECT printf('%08d-%s-4000-8000-%012d', i, :tag, i), :prefix || :tag || '-' || i, '_commits', 0, :rows, :rows,
+       :rows, 1, 'ACTIVE', 0, 0, 0 FROM g
+"""
+_SQLITE_COMMITS = """
+WITH RECURSIVE g(i) AS (SELECT :lo UNION ALL SELECT i + 1 FROM g WHERE i < :hi),
+               v(j) AS (SELECT 1 UNION ALL SELECT j + 1 FROM v WHERE j < :rows)
+INSERT INTO commits (table_id, version, file_name, idempotency_key, file_size, file_modification_time,
+                     commit_timestamp, content_sha256, ratified_at, backfilled_at)
+SELECT printf('%08d-%s-4000-8000-%012d', i, :tag, i), j,
+       printf('%020d', j) || '.' || lower(hex(randomblob(16))) || '.json', lower(hex(randomblob(16))),
+       600, 0, j, '0000000000000000000000000000000000000000000000000000000000000000', 0, 0 FROM g, v
+"""
+
+
+def grow(env: BenchEnv, tables: int, rows: int, batch: int = 1000) -> dict[str, Any]:
+    """Insert ``tables`` tables with ``rows`` backfilled commits each; returns counts and seconds."""
+    tag = "a%03x" % (int(time.time() * 1000) % 4096)
+    prefix = env.location("growth-")
+    t0 = time.perf_counter()
+    db = env.sync_db()
+    try:
+        if env.database == "sqlite":
+            db.execute("BEGIN IMMEDIATE")
+            db.execute(_SQLITE_TABLES, {"n": tables, "tag": tag, "prefix": prefix, "rows": rows})
+            for lo in range(1, tables + 1, batch):
+                db.execute(_SQLITE_COMMITS, {"lo": lo, "hi": min(tables, lo + batch - 1), "tag": tag, "rows": rows})
+            db.execute("COMMIT")
+            db.execute("ANALYZE")
+            n_tables = db.execute("SELECT count(*) FROM owned_tables").fetchone()[0]
+            n_commits = db.execute("SELECT count(*) FROM commits").fetchone()[0]
+        else:
+            with db.transaction():
+                db.execute(_PG_TABLES, {"n": tables, "tag": tag, "prefix": prefix, "rows": rows})
+                for lo in range(1, tables + 1, batch):
+                    db.execute(_PG_COMMITS, {"lo": lo, "hi": min(tables, lo + batch - 1), "tag": tag, "rows": rows})
+            db.execute("VACUUM ANALYZE owned_tables")
+            db.execute("VACUUM ANALYZE commits")
+            n_tables = db.execute("SELECT count(*) FROM owned_tables").fetchone()[0]
+            n_commits = db.execute("SELECT count(*) FROM commits").fetchone()[0]
+    finally:
+        db.close()
+    return {"tables_added": tables, "rows_added": tables * rows, "tables_total": int(n_tables),
+            "commit_rows_total": int(n_commits), "seconds": round(time.perf_counter() - t0, 1)}

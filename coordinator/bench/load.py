@@ -1,0 +1,228 @@
+"""HTTP load against the owner: closed-loop writers, getCommits readers, a paced writer with a lag watcher.
+
+Writers behave like Delta writers: they commit version ``known + 1``; a 409 conflict carries the table's
+latest version, so the writer rebases on it and tries again without re-reading. A commit's latency is
+the time from the first attempt to the acknowledgment, as the writer sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import aiohttp
+import orjson
+
+from .stats import Sample
+
+NDJSON = {"Content-Type": "application/x-ndjson"}
+
+
+class BenchError(RuntimeError):
+    """The service answered something a correct owner never answers to this workload."""
+
+
+class Clock:
+    """Strictly increasing inCommitTimestamps (ms) for every writer in this process."""
+
+    def __init__(self) -> None:
+        self.last = 0
+
+    def next(self) -> int:
+        self.last = max(int(time.time() * 1000), self.last + 1)
+        return self.last
+
+
+def add_action(n: int, ts: int) -> dict[str, Any]:
+    return {"path": f"part-{n:05d}-{uuid.uuid4()}-c000.snappy.parquet", "partitionValues": {}, "size": 4096,
+            "modificationTime": ts, "dataChange": True,
+            "stats": '{"numRecords":100,"minValues":{"id":0},"maxValues":{"id":99},"nullCount":{"id":0}}'}
+
+
+def commit_body(ts: int, n: int) -> bytes:
+    """The NDJSON of one blind append: commitInfo first, then one add action (~600 bytes, as delta-rs writes)."""
+    info = {"commitInfo": {"inCommitTimestamp": ts, "timestamp": ts, "operation": "WRITE",
+                           "operationParameters": {"mode": "Append"}, "isBlindAppend": True,
+                           "engineInfo": "commit-owner-bench"}}
+    return orjson.dumps(info) + b"\n" + orjson.dumps({"add": add_action(n, ts)}) + b"\n"
+
+
+class Driver:
+    """One aiohttp session to the owner."""
+
+    def __init__(self, endpoint: str, clock: Clock | None = None) -> None:
+        self.endpoint = endpoint
+        self.clock = clock or Clock()
+        self.session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> "Driver":
+        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False),
+                                             timeout=aiohttp.ClientTimeout(total=120))
+        return self
+
+    async def __aexit__(self, *_exc: Any) -> None:
+        assert self.session is not None
+        await self.session.close()
+
+    def _url(self, table_id: str) -> str:
+        return f"{self.endpoint}/api/v1/tables/{table_id}/commits"
+
+    async def commit_once(self, table_id: str, version: int, n: int) -> tuple[int, dict[str, Any]]:
+        assert self.session is not None
+        body = commit_body(self.clock.next(), n)
+        async with self.session.post(self._url(table_id), params={"version": str(version)}, data=body,
+                                     headers=NDJSON) as r:
+            return r.status, orjson.loads(await r.read())
+
+    async def commit(self, table_id: str, known: int, sample: Sample, give_up_at: float) -> int:
+        """Commit one version after ``known``, rebasing on conflicts; returns the version ratified."""
+        t0 = time.perf_counter()
+        n = 0
+        while True:
+            v = known + 1
+            status, reply = await self.commit_once(table_id, v, n)
+            n += 1
+            if status == 200:
+                sample.latencies.append(time.perf_counter() - t0)
+                return v
+            err = reply.get("error") or {}
+            if status == 409 and err.get("conflict"):
+                sample.conflicts += 1
+                latest = err.get("latestTableVersion")
+                known = latest if isinstance(latest, int) and latest >= v else v
+            elif err.get("retryable"):
+                sample.retries += 1
+                await asyncio.sleep(0.002)
+            else:
+                raise BenchError(f"commit of version {v} refused: HTTP {status} {err}")
+            if time.perf_counter() > give_up_at:
+                sample.failures += 1
+                return known
+
+    async def get_commits(self, table_id: str) -> dict[str, Any]:
+        assert self.session is not None
+        async with self.session.get(self._url(table_id)) as r:
+            body = orjson.loads(await r.read())
+            if r.status != 200:
+                raise BenchError(f"getCommits refused: HTTP {r.status} {body}")
+            return body  # type: ignore[no-any-return]
+
+    async def metrics_text(self) -> str:
+        assert self.session is not None
+        async with self.session.get(self.endpoint + "/metrics") as r:
+            return await r.text()
+
+    async def latest(self, table_id: str) -> int:
+        return int((await self.get_commits(table_id))["latestTableVersion"])
+
+    async def drain_backfill(self, table_ids: list[str], timeout: float = 120.0) -> None:
+        """Wait until no table has unbackfilled commits (so one scenario's backfill does not load the next)."""
+        deadline = time.monotonic() + timeout
+        pending = list(table_ids)
+        while pending and time.monotonic() < deadline:
+            pending = [t for t in pending if (await self.get_commits(t))["commits"]]
+            if pending:
+                await asyncio.sleep(0.05)
+        if pending:
+            raise BenchError(f"{len(pending)} tables still had unbackfilled commits after {timeout:.0f}s")
+
+
+async def run_writers(driver: Driver, tables: list[str], writers_per_table: int, duration: float,
+                      start_versions: dict[str, int]) -> tuple[Sample, dict[str, int]]:
+    """Closed-loop writers for ``duration`` seconds; returns the sample and the acknowledged count per table."""
+    sample = Sample()
+    acked = {t: 0 for t in tables}
+    t0 = time.perf_counter()
+    stop_at = t0 + duration
+
+    async def one(table: str) -> None:
+        known = start_versions[table]
+        while time.perf_counter() < stop_at:
+            before = sample.count
+            known = await driver.commit(table, known, sample, stop_at + 30.0)
+            if sample.count > before:
+                acked[table] += 1
+
+    await asyncio.gather(*(one(t) for t in tables for _ in range(writers_per_table)))
+    sample.elapsed = time.perf_counter() - t0
+    return sample, acked
+
+
+async def run_readers(driver: Driver, tables: list[str], readers: int, until: Callable[[], bool]) -> Sample:
+    """getCommits in a loop on random tables until ``until()``."""
+    sample = Sample()
+    t0 = time.perf_counter()
+
+    async def one() -> None:
+        rnd = random.Random()
+        while not until():
+            s = time.perf_counter()
+            await driver.get_commits(rnd.choice(tables))
+            sample.latencies.append(time.perf_counter() - s)
+
+    await asyncio.gather(*(one() for _ in range(readers)))
+    sample.elapsed = time.perf_counter() - t0
+    return sample
+
+
+@dataclass
+class LagResult:
+    commits: Sample
+    lag: Sample
+    acked: int
+
+
+async def run_paced(driver: Driver, table: str, start_version: int, rate: float, duration: float,
+                    published: Callable[[int], Any]) -> LagResult:
+    """One writer at ``rate`` commits/s; a watcher times each version from acknowledgment to ``<v>.json``.
+
+    ``published(v)`` is an async predicate: is ``_delta_log/<v:020>.json`` readable now?
+    """
+    commits, lag = Sample(), Sample()
+    queue: asyncio.Queue[tuple[int, float] | None] = asyncio.Queue()
+    t0 = time.perf_counter()
+
+    async def writer() -> int:
+        known, i = start_version, 0
+        while True:
+            due = t0 + i / rate
+            if due >= t0 + duration:
+                break
+            delay = due - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            v = await driver.commit(table, known, commits, t0 + duration + 30.0)
+            if v > known:
+                queue.put_nowait((v, time.perf_counter()))
+                known = v
+            i += 1
+        queue.put_nowait(None)
+        return known - start_version
+
+    async def watcher() -> None:
+        while (item := await queue.get()) is not None:
+            v, acked_at = item
+            deadline = acked_at + 60.0
+            while not await published(v):
+                if time.perf_counter() > deadline:
+                    raise BenchError(f"version {v} was not backfilled within 60 s")
+                await asyncio.sleep(0.0005)
+            lag.latencies.append(time.perf_counter() - acked_at)
+
+    acked, _ = await asyncio.gather(writer(), watcher())
+    commits.elapsed = lag.elapsed = time.perf_counter() - t0
+    return LagResult(commits, lag, acked)
+
+
+def local_published(location: str) -> Callable[[int], Any]:
+    root = location[len("file://"):] if location.startswith("file://") else location
+
+    async def check(v: int) -> bool:
+        return os.path.exists(f"{root}/_delta_log/{v:020d}.json")
+
+    return check

@@ -1,0 +1,87 @@
+"""The bench's outputs: a text/markdown table of every scenario and target, and a PNG chart."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _cell(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.2f}" if x < 1000 else f"{x:.0f}"
+    return str(x)
+
+
+def markdown(report: dict[str, Any]) -> str:
+    o, m = report["options"], report["machine"]
+    lines = [
+        f"Run of {report['started']} ({report['seconds']} s): {o['database']} + {o['storage']} storage, "
+        f"{o['duration']:g} s per scenario; {m.get('cpus')} CPUs ({m.get('cpu', '?')}), "
+        f"{m.get('memory_gib', '?')} GiB, Python {m.get('python')}.",
+        "",
+        "| scenario | system | commits/s (ops/s) | p50 ms | p95 ms | p99 ms | conflicts | retries | failures |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in report["results"]:
+        lines.append(f"| {r['scenario']} | {r['system']} | {_cell(r['per_second'])} | {_cell(r['p50_ms'])} | "
+                     f"{_cell(r['p95_ms'])} | {_cell(r['p99_ms'])} | {r['conflicts']} | {r['retries']} | "
+                     f"{r['failures']} |")
+    lines += ["", "Work per ratified commit (owner scenarios, from the service's /metrics counters):", "",
+              "| scenario | storage requests | of which put_if_absent | DB statements | DB transactions | refusals |",
+              "|---|---:|---:|---:|---:|---:|"]
+    for r in report["results"]:
+        w = r.get("work")
+        if w:
+            lines.append(f"| {r['scenario']} | {w.get('storage_requests')} | {w.get('storage_put_if_absent', 0)} | "
+                         f"{w.get('db_statements')} | {w.get('db_transactions')} | {w.get('refusals_per_commit')} |")
+    g = report["growth"]
+    lines += ["", f"Growth (scenario 6): {g['tables_added']} tables and {g['rows_added']} commit rows added in "
+                  f"{g['seconds']} s; the database then held {g['tables_total']} tables and {g['commit_rows_total']} "
+                  "commit rows.", "",
+              "| target | measured | rule | met |", "|---|---:|---|---|"]
+    for t in report["targets"]:
+        lines.append(f"| {t['target']} | {_cell(t['measured'])} | {t['rule']} | {'met' if t['met'] else 'NOT met'} |")
+    c = report["consistency"]
+    lines += ["", f"Consistency: {c['tables']} tables checked, latestTableVersion equal to the acknowledged "
+                  f"commits on every one: {'yes' if not c['violations'] else 'NO: ' + '; '.join(c['violations'])}."]
+    return "\n".join(lines) + "\n"
+
+
+def text(report: dict[str, Any]) -> str:
+    out = ["", "targets:"]
+    for t in report["targets"]:
+        out.append(f"  {'MET    ' if t['met'] else 'NOT MET'}  {t['target']}: {_cell(t['measured'])} ({t['rule']})")
+    return "\n".join(out)
+
+
+def chart(report: dict[str, Any], path: str) -> None:
+    """Latency percentiles (log scale) and throughput per scenario, owner beside floor and delta-rs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in report["results"] if r["p50_ms"] is not None]
+    labels = [f"{r['scenario']} [{r['system']}]" for r in rows]
+    colors = {"owner": "tab:blue", "floor": "tab:gray", "delta-rs": "tab:orange"}
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 0.42 * len(rows) + 2), sharey=True)
+    y = range(len(rows))
+    for key, marker in (("p50_ms", "o"), ("p95_ms", "s"), ("p99_ms", "^")):
+        ax1.scatter([r[key] for r in rows], list(y), marker=marker, label=key.replace("_ms", ""),
+                    c=[colors.get(r["system"], "k") for r in rows], alpha=0.8)
+    ax1.set_xscale("log")
+    ax1.set_xlabel("latency, ms (log): o p50, s p95, ^ p99")
+    ax1.set_yticks(list(y))
+    ax1.set_yticklabels(labels, fontsize=8)
+    ax1.invert_yaxis()
+    ax1.grid(True, axis="x", which="both", alpha=0.3)
+    ax2.barh(list(y), [r["per_second"] for r in rows], color=[colors.get(r["system"], "k") for r in rows])
+    ax2.set_xlabel("operations per second")
+    ax2.grid(True, axis="x", alpha=0.3)
+    o = report["options"]
+    fig.suptitle(f"commit-owner bench: {o['database']} + {o['storage']}, {o['duration']:g} s per scenario "
+                 f"({report['started']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

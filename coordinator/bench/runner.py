@@ -1,0 +1,272 @@
+"""Runs the scenarios in one go against one world and gathers the figures and the targets."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+from .env import BenchEnv
+from .load import BenchError, Driver, local_published, run_paced, run_readers, run_writers
+from .stats import Sample, parse_counters, per_commit
+
+
+@dataclass
+class BenchOptions:
+    database: str = "postgres"
+    storage: str = "local"
+    pg_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
+    duration: float = 10.0  # seconds per scenario
+    contention: tuple[int, ...] = (4, 16, 64)
+    tables: int = 64
+    readers: int = 4
+    lag_rate: float = 100.0
+    growth_tables: int = 10_000
+    growth_rows: int = 100
+    deltars: bool = True
+    backfill_batch_size: int = 1
+    keep_workdir: bool = False
+
+    @classmethod
+    def smoke(cls, **kw: Any) -> "BenchOptions":
+        """Seconds, not minutes: every scenario runs briefly on a small growth."""
+        base = dict(duration=1.0, contention=(4, 16), tables=8, readers=2, lag_rate=50.0, growth_tables=200,
+                    growth_rows=20)
+        base.update(kw)
+        return cls(**base)
+
+
+@dataclass
+class Bench:
+    opts: BenchOptions
+    say: Callable[[str], None] = print
+    results: list[dict[str, Any]] = field(default_factory=list)
+    checks: dict[str, int] = field(default_factory=dict)  # table id -> expected latest version
+    env: BenchEnv | None = None
+
+    # -- plumbing -----------------------------------------------------------------------------------
+
+    def _record(self, scenario: str, system: str, sample: Sample, **extra: Any) -> dict[str, Any]:
+        row = {"scenario": scenario, "system": system, **sample.summary(), **extra}
+        self.results.append(row)
+        self.say(f"  {scenario:<34} {system:<9} {row['per_second']:>9.1f}/s  p50 {_f(row['p50_ms'])}  "
+                 f"p95 {_f(row['p95_ms'])}  p99 {_f(row['p99_ms'])} ms  conflicts {row['conflicts']}  "
+                 f"retries {row['retries']}")
+        return row
+
+    def _new_tables(self, n: int) -> list[str]:
+        from client import CommitOwnerClient
+        from client.lifecycle import create_table
+
+        assert self.env is not None
+        env = self.env
+        opts = ({"key": "bench", "secret": "bench", "endpoint_url": env.s3_endpoint} if env.storage == "s3" else None)
+        schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+        ids = []
+        with CommitOwnerClient(env.endpoint) as c:
+            for _ in range(n):
+                import uuid
+
+                t = create_table(env.location(f"owner-{uuid.uuid4().hex[:10]}"), schema, client=c,
+                                 storage_options=opts)
+                ids.append(t.table_id)
+                self.checks[t.table_id] = 0
+        return ids
+
+    async def _owner_writers(self, scenario: str, tables: list[str], per_table: int, readers: int = 0) -> None:
+        assert self.env is not None
+        async with Driver(self.env.endpoint) as d:
+            before = parse_counters(await d.metrics_text())
+            starts = {t: self.checks[t] for t in tables}
+            if readers:
+                done = asyncio.Event()
+                rtask = asyncio.ensure_future(run_readers(d, tables, readers, done.is_set))
+                sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts)
+                done.set()
+                rsample = await rtask
+            else:
+                sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts)
+            counts = per_commit(before, parse_counters(await d.metrics_text()))
+            for t, n in acked.items():
+                self.checks[t] += n
+            await d.drain_backfill(tables)
+        self._record(scenario, "owner", sample, work=counts, writers=len(tables) * per_table)
+        if readers:
+            self._record("4. getCommits during 3", "owner", rsample, readers=readers)
+
+    async def _probe(self, label: str) -> dict[str, Any]:
+        """Scenario 6's probe: one writer on a fresh table, then sequential getCommits on it."""
+        assert self.env is not None
+        (table,) = self._new_tables(1)
+        half = max(0.5, self.opts.duration / 2)
+        async with Driver(self.env.endpoint) as d:
+            sample, acked = await run_writers(d, [table], 1, half, {table: 0})
+            self.checks[table] += acked[table]
+            await d.drain_backfill([table])
+            reads = Sample()
+            t0 = time.perf_counter()
+            while time.perf_counter() - t0 < half:
+                s = time.perf_counter()
+                await d.get_commits(table)
+                reads.latencies.append(time.perf_counter() - s)
+            reads.elapsed = time.perf_counter() - t0
+        return {"commit": self._record(f"6. growth probe, {label}", "owner", sample),
+                "get": self._record(f"6. getCommits probe, {label}", "owner", reads)}
+
+    async def _lag(self) -> None:
+        assert self.env is not None
+        env = self.env
+        (table,) = self._new_tables(1)
+        from client.http import CommitOwnerClient
+
+        with CommitOwnerClient(env.endpoint) as c:
+            location = c.get_table(table).location
+        if env.storage == "s3":
+            import s3fs
+
+            fs = s3fs.S3FileSystem(key="bench", secret="bench", endpoint_url=env.s3_endpoint, asynchronous=True,
+                                   skip_instance_cache=True, use_listings_cache=False)
+            await fs.set_session()
+            root = location[len("s3://"):]
+
+            async def published(v: int) -> bool:
+                return bool(await fs._exists(f"{root}/_delta_log/{v:020d}.json"))
+        else:
+            published = local_published(location)
+        async with Driver(env.endpoint) as d:
+            res = await run_paced(d, table, 0, self.opts.lag_rate, self.opts.duration, published)
+        self.checks[table] += res.acked
+        self._record(f"5. paced {self.opts.lag_rate:.0f}/s: commit", "owner", res.commits)
+        self._record(f"5. paced {self.opts.lag_rate:.0f}/s: backfill lag", "owner", res.lag)
+
+    async def _check(self) -> list[str]:
+        assert self.env is not None
+        bad = []
+        async with Driver(self.env.endpoint) as d:
+            for t, want in self.checks.items():
+                got = await d.latest(t)
+                if got != want:
+                    bad.append(f"table {t}: latestTableVersion {got}, acknowledged through {want}")
+        return bad
+
+    # -- the run ------------------------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        o = self.opts
+        from . import deltars, floor, growth
+
+        self.env = BenchEnv(database=o.database, storage=o.storage, pg_url=o.pg_url,
+                            backfill_batch_size=o.backfill_batch_size, keep_workdir=o.keep_workdir)
+        started = time.time()
+        self.say(f"bench: {o.database} + {o.storage}, {o.duration:g} s per scenario, workdir {self.env.workdir}")
+        with self.env:
+            empty = asyncio.run(self._probe("empty database"))
+            fl = floor.run_floor(self.env, o.duration)
+            self._record("0. physical floor (create+tx)", "floor", fl["commit"])
+            self._record("0. floor: durable create", "floor", fl["storage"])
+            self._record("0. floor: one transaction", "floor", fl["database"])
+            tables = self._new_tables(1)
+            asyncio.run(self._owner_writers("1. one table, 1 writer", tables, 1))
+            for w in o.contention:
+                asyncio.run(self._owner_writers(f"2. one table, {w} writers", self._new_tables(1), w))
+            asyncio.run(self._owner_writers(f"3. {o.tables} tables, {o.tables} writers", self._new_tables(o.tables), 1,
+                                            readers=o.readers))
+            asyncio.run(self._lag())
+            if o.deltars:
+                self._record("1. one table, 1 writer", "delta-rs",
+                             deltars.run_deltars(self.env, deltars.create_tables(self.env, 1), 1, o.duration))
+                w = 16 if 16 in o.contention else max(o.contention)
+                self._record(f"2. one table, {w} writers", "delta-rs",
+                             deltars.run_deltars(self.env, deltars.create_tables(self.env, 1), w, o.duration))
+                self._record(f"3. {o.tables} tables, {o.tables} writers", "delta-rs",
+                             deltars.run_deltars(self.env, deltars.create_tables(self.env, o.tables), 1, o.duration))
+            self.say(f"  growing the database: {o.growth_tables} tables x {o.growth_rows} commit rows ...")
+            grown = growth.grow(self.env, o.growth_tables, o.growth_rows)
+            self.say(f"  grown in {grown['seconds']} s: {grown['tables_total']} tables, "
+                     f"{grown['commit_rows_total']} commit rows")
+            after = asyncio.run(self._probe("after growth"))
+            bad = asyncio.run(self._check())
+        report = {
+            "machine": machine(),
+            "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(o).items()},
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "seconds": round(time.time() - started, 1),
+            "results": self.results,
+            "growth": grown,
+            "targets": targets(self.results, empty, after, o),
+            "consistency": {"tables": len(self.checks), "violations": bad},
+        }
+        if bad:
+            raise BenchCheckError(report)
+        return report
+
+
+class BenchCheckError(BenchError):
+    def __init__(self, report: dict[str, Any]) -> None:
+        super().__init__("; ".join(report["consistency"]["violations"]))
+        self.report = report
+
+
+def _f(x: float | None) -> str:
+    return "   -  " if x is None else f"{x:6.2f}"
+
+
+def _find(results: list[dict[str, Any]], prefix: str, system: str) -> dict[str, Any] | None:
+    for r in results:
+        if r["scenario"].startswith(prefix) and r["system"] == system:
+            return r
+    return None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(a / b, 3) if a is not None and b else None
+
+
+def targets(results: list[dict[str, Any]], empty: dict[str, Any], after: dict[str, Any],
+            o: BenchOptions) -> list[dict[str, Any]]:
+    """Each target of docs/benchmarks.md as a measured ratio and met / not met."""
+    out: list[dict[str, Any]] = []
+
+    def add(name: str, value: float | None, op: str, limit: float, how: str) -> None:
+        met = value is not None and (value <= limit if op == "<=" else value >= limit if op == ">=" else value < limit)
+        out.append({"target": name, "measured": value, "rule": f"{op} {limit:g}", "met": bool(met), "how": how})
+
+    one = _find(results, "1. one table, 1 writer", "owner")
+    fl = _find(results, "0. physical floor", "floor")
+    add("one writer p50 / floor p50", _ratio(one and one["p50_ms"], fl and fl["p50_ms"]), "<=", 1.5,
+        "scenario 1 p50 over the physical floor's p50")
+    w16 = _find(results, "2. one table, 16 writers", "owner")
+    add("16 writers rate / 1 writer rate", _ratio(w16 and w16["per_second"], one and one["per_second"]), ">=", 0.8,
+        "scenario 2 (16 writers) commits/s over scenario 1 commits/s")
+    many = _find(results, f"3. {o.tables} tables", "owner")
+    drs = _find(results, f"3. {o.tables} tables", "delta-rs")
+    add(f"{o.tables} tables rate / delta-rs rate", _ratio(many and many["per_second"], drs and drs["per_second"]),
+        ">=", 5.0, "scenario 3 commits/s over delta-rs on the same number of tables")
+    add(f"{o.tables} tables p99 (ms)", many and many["p99_ms"], "<", 50.0, "scenario 3 commit p99")
+    lag = next((r for r in results if r["scenario"].endswith("backfill lag")), None)
+    add(f"backfill lag p99 at {o.lag_rate:g}/s (ms)", lag and lag["p99_ms"], "<", 100.0,
+        "time from acknowledgment to <v>.json readable")
+    add("commit p50 after growth / empty", _ratio(after["commit"]["p50_ms"], empty["commit"]["p50_ms"]), "<=", 1.1,
+        "scenario 6 probe, one writer")
+    add("getCommits p50 after growth / empty", _ratio(after["get"]["p50_ms"], empty["get"]["p50_ms"]), "<=", 1.1,
+        "scenario 6 probe, sequential getCommits")
+    return out
+
+
+def machine() -> dict[str, Any]:
+    info: dict[str, Any] = {"cpus": os.cpu_count(), "python": sys.version.split()[0], "platform": platform.platform()}
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), "")
+    except OSError:
+        pass
+    try:
+        with open("/proc/meminfo") as f:
+            info["memory_gib"] = round(int(f.readline().split()[1]) / 1024 / 1024, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return info
