@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
 .DEFAULT_GOAL := help
-.PHONY: help run test install install-test migrate clean config-docs test-system-deps chaos
+.PHONY: help run test install install-test migrate clean config-docs test-system-deps chaos bench bench-smoke
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -51,5 +51,12 @@ config-docs: install ## Regenerate docs/configuration.md from the settings decla
 chaos: install-test ## 10-minute chaos run (faults + checker), figures in chaos.json (docs/reliability.md)
 	$(BIN)/python scripts/chaos --duration 600 --json chaos.json
 
+bench-smoke: install-test ## Seconds-long benchmark run on PostgreSQL (CI keeps the benchmark from rotting)
+	$(BIN)/commit-owner bench --smoke --json bench-smoke.json
+
+bench: install-test ## Full benchmark (about 5 minutes): docs/bench/bench.{json,png,md} (docs/benchmarks.md)
+	mkdir -p docs/bench
+	$(BIN)/commit-owner bench --json docs/bench/bench.json --png docs/bench/bench.png --markdown docs/bench/bench.md
+
 clean: ## Remove the virtualenv, the embedded database and caches
-	rm -rf $(VENV) .stamp-* commit-owner.db* .pytest_cache
+	rm -rf $(VENV) .stamp-* commit-owner.db* .pytest_cache bench-smoke.json
