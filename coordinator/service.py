@@ -7,6 +7,7 @@ reader uses; it is removed at once when the refusal is certain, and never when t
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from client.errors import (
     CommitFailedError,
     CommitOwnerError,
+    CommitVersionConflictError,
     IdempotencyKeyReusedError,
     InvalidArgumentError,
     InvalidCommitError,
@@ -32,7 +34,7 @@ from .locations import normalize_location, staged_file
 from .roots import check_allowed, check_local_log, parse_roots
 from .settings import Settings
 from .storage import StorageRouter
-from .store import CommitRow, OwnershipStore, TableRow, now_ms
+from .store import CommitRow, OwnershipStore, TableRow, now_ms, version_message
 
 if TYPE_CHECKING:
     from backfill.worker import Backfiller
@@ -46,6 +48,31 @@ log = logging.getLogger("commit_owner.service")
 class TablePlace:
     location: str
     commit_dir: str
+
+
+class _Turn:
+    """One table's commits inside this process: taken in turn, with the highest version seen ratified.
+
+    Versions only grow, so a proposal at or below ``latest`` is certainly stale, whatever other processes
+    did since: it is answered with a conflict (and the latest version) without touching storage or the
+    database. The database stays the judge of every proposal that might win.
+    """
+
+    __slots__ = ("lock", "latest")
+
+    def __init__(self) -> None:
+        self.lock = asyncio.Lock()
+        self.latest = -1
+
+    def stale(self, version: int) -> CommitVersionConflictError | None:
+        if version > self.latest:
+            return None
+        return CommitVersionConflictError(version_message(version, self.latest + 1),
+                                          latest_table_version=self.latest)
+
+    def saw(self, version: int | None) -> None:
+        if version is not None and version > self.latest:
+            self.latest = version
 
 
 def parse_uuid(value: str, what: str) -> str:
@@ -67,6 +94,7 @@ class CommitService:
         self.roots = parse_roots(settings.allow_location)
         # A table's location and folder never change: cache them so a commit costs no extra read.
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
+        self._turns: OrderedDict[str, _Turn] = OrderedDict()
 
     # -- registration -------------------------------------------------------------------------------
 
@@ -110,6 +138,16 @@ class CommitService:
 
     # -- commit -------------------------------------------------------------------------------------
 
+    def _turn(self, table_id: str) -> _Turn:
+        t = self._turns.get(table_id)
+        if t is None:
+            t = self._turns[table_id] = _Turn()
+            if len(self._turns) > 100_000:
+                for key in list(self._turns)[:1000]:
+                    if not self._turns[key].lock.locked():
+                        del self._turns[key]
+        return t
+
     async def commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None) -> dict[str, Any]:
         """Ratify ``data`` as ``version``; returns the commit's JSON. Raises the CommitFailedError family."""
         if self.metrics is None:
@@ -131,6 +169,22 @@ class CommitService:
         if version < 0:
             raise InvalidCommitError(f"Commit version {version} is not valid: versions start at 0.")
         uid = parse_uuid(idempotency_key, "Idempotency-Key") if idempotency_key else str(uuid.uuid4())
+        turn = self._turn(table_id)
+        # A keyed proposal may be the retry of one that won: it always goes to the store to be replayed.
+        if not idempotency_key and (stale := turn.stale(version)) is not None:
+            raise stale
+        async with turn.lock:
+            if not idempotency_key and (stale := turn.stale(version)) is not None:
+                raise stale
+            try:
+                result = await self._ratify(table_id, version, data, uid)
+            except CommitVersionConflictError as e:
+                turn.saw(e.latest_table_version)
+                raise
+            turn.saw(result["version"])
+            return result
+
+    async def _ratify(self, table_id: str, version: int, data: bytes, uid: str) -> dict[str, Any]:
         body = parse_commit_body(data, max_line_bytes=self.settings.max_line_bytes)
         place = await self.place(table_id)
         check_local_log(place.location, place.commit_dir, self.roots)
