@@ -287,3 +287,42 @@ def test_ops_backfill_command_reports_and_exits_nonzero_on_failure(no_backfill_s
     res = subprocess.run([sys.executable, "-m", "coordinator", "backfill", "--table", "/nowhere/at/all",
                           "--database-url", url], capture_output=True, text=True)
     assert res.returncode == 1 and "FAILED" in res.stdout
+
+
+def test_standalone_backfill_worker_publishes_and_stops_cleanly(no_backfill_service: Service) -> None:
+    """`commit-owner backfill-worker` alone publishes what a `serve --no-backfill` process ratified."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    svc = no_backfill_service
+    b, c = svc.backend, svc.client()
+    table_id, loc = create_owned_table(svc)
+    bodies = {}
+    for v in range(1, 6):
+        acts = actions()
+        c.commit(table_id, v, acts)
+        bodies[v] = ndjson(acts)
+    time.sleep(0.5)
+    assert not b.exists(delta_file(loc, 1))  # the service itself does not backfill
+    env = dict(os.environ, **b.env(), COMMIT_OWNER_LOG_FORMAT="json")
+    log_path = b.tmp / "backfill-worker.log"
+    with open(log_path, "ab") as log:
+        worker = subprocess.Popen([sys.executable, "-m", "coordinator", "backfill-worker"], env=env, cwd=str(ROOT),
+                                  stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: c.get_table(table_id).latest_backfilled_version == 5, what="the worker's backfill")
+        assert published_versions(b, loc) == list(range(0, 6))
+        for v in range(1, 6):
+            assert b.read(delta_file(loc, v)) == bodies[v]
+        assert c.get_commits(table_id).commits == []
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(15) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(5)
+    assert "backfill worker" in log_path.read_text()
