@@ -326,3 +326,32 @@ def test_standalone_backfill_worker_publishes_and_stops_cleanly(no_backfill_serv
             worker.kill()
             worker.wait(5)
     assert "backfill worker" in log_path.read_text()
+
+
+def test_a_dead_holders_lease_is_taken_over_once_it_expires(own_backend: Backend) -> None:
+    """A process that died holding a table's backfill lease blocks that table only until the lease expires."""
+    import sqlite3
+
+    b = own_backend
+    svc = Service(b).start()  # backfill after every commit, default lease
+    try:
+        c = svc.client()
+        table_id, loc = create_owned_table(svc)
+        c.commit(table_id, 1, actions())
+        wait_until(lambda: c.get_table(table_id).latest_backfilled_version == 1, what="backfill of v1")
+        hold = 6.0
+        db = sqlite3.connect(b.database_url.split(":///", 1)[1])
+        with db:  # a holder that died mid-backfill: its lease row stays until it expires
+            db.execute("UPDATE owned_tables SET lease_owner = 'dead-process', lease_expires_at = ? WHERE table_id = ?",
+                       (int((time.time() + hold) * 1000), table_id))
+        db.close()
+        held_since = time.monotonic()
+        c.commit(table_id, 2, actions())
+        time.sleep(2.0)
+        assert not b.exists(delta_file(loc, 2)), "published while another holder's lease was live"
+        wait_until(lambda: b.exists(delta_file(loc, 2)), timeout=30, what="takeover after the lease expired")
+        assert time.monotonic() - held_since >= hold - 0.5
+        assert published_versions(b, loc) == [0, 1, 2]
+        assert c.get_table(table_id).latest_backfilled_version == 2
+    finally:
+        svc.stop()
