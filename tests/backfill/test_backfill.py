@@ -355,3 +355,33 @@ def test_a_dead_holders_lease_is_taken_over_once_it_expires(own_backend: Backend
         assert c.get_table(table_id).latest_backfilled_version == 2
     finally:
         svc.stop()
+
+
+def test_background_backfill_retries_failed_publications_by_itself(own_backend: Backend) -> None:
+    """Publishing `_delta_log/<2>.json` fails most of the time (test-only fault injection on that name): the
+    background backfiller stops at the failure, retries with backoff and publishes everything, in order,
+    with nobody asking for a backfill."""
+    import urllib.request
+
+    b = own_backend
+    faults = f"put_error=0.6;match=/_delta_log/{2:020d}.json;seed=7"
+    svc = Service(b, extra_env={"COMMIT_OWNER_FAULT_INJECTION": faults}).start()
+    try:
+        c = svc.client()
+        table_id, loc = create_owned_table(svc)
+        bodies = {}
+        for v in range(1, 7):
+            acts = actions()
+            c.commit(table_id, v, acts)  # staged under _commits/: not affected by the faults
+            bodies[v] = ndjson(acts)
+        wait_until(lambda: c.get_table(table_id).latest_backfilled_version == 6, timeout=90,
+                   what="background backfill through the faults")
+        assert published_versions(b, loc) == list(range(0, 7))
+        for v in range(1, 7):
+            assert b.read(delta_file(loc, v)) == bodies[v]
+        metrics = urllib.request.urlopen(svc.endpoint + "/metrics", timeout=10).read().decode()
+        [failures] = [float(line.split()[-1]) for line in metrics.splitlines()
+                      if line.startswith("commit_owner_backfill_failures_total ")]
+        assert failures >= 1, "no publication failed: the faults did not reach the backfiller"
+    finally:
+        svc.stop()
