@@ -108,6 +108,17 @@ def test_serve_refuses_an_unmigrated_database(tmp_path) -> None:  # type: ignore
     assert "commit-owner migrate" in res.stderr and "schema" in res.stderr
 
 
+def test_serve_refuses_a_database_at_an_older_revision(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from coordinator.store import migrate
+
+    url = f"sqlite+aiosqlite:///{tmp_path}/old.db"
+    migrate(url, revision="0001")  # the schema before the tokens migration
+    res = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--database-url", url, "--port", "1"],
+                         cwd=str(ROOT), capture_output=True, text=True, timeout=60)
+    assert res.returncode == 3
+    assert "revision 0001" in res.stderr and "commit-owner migrate" in res.stderr
+
+
 def test_client_imports_without_the_servers_dependencies() -> None:
     code = (
         "import sys\n"

@@ -287,3 +287,102 @@ def test_ops_backfill_command_reports_and_exits_nonzero_on_failure(no_backfill_s
     res = subprocess.run([sys.executable, "-m", "coordinator", "backfill", "--table", "/nowhere/at/all",
                           "--database-url", url], capture_output=True, text=True)
     assert res.returncode == 1 and "FAILED" in res.stdout
+
+
+def test_standalone_backfill_worker_publishes_and_stops_cleanly(no_backfill_service: Service) -> None:
+    """`commit-owner backfill-worker` alone publishes what a `serve --no-backfill` process ratified."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    svc = no_backfill_service
+    b, c = svc.backend, svc.client()
+    table_id, loc = create_owned_table(svc)
+    bodies = {}
+    for v in range(1, 6):
+        acts = actions()
+        c.commit(table_id, v, acts)
+        bodies[v] = ndjson(acts)
+    time.sleep(0.5)
+    assert not b.exists(delta_file(loc, 1))  # the service itself does not backfill
+    env = dict(os.environ, **b.env(), COMMIT_OWNER_LOG_FORMAT="json")
+    log_path = b.tmp / "backfill-worker.log"
+    with open(log_path, "ab") as log:
+        worker = subprocess.Popen([sys.executable, "-m", "coordinator", "backfill-worker"], env=env, cwd=str(ROOT),
+                                  stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: c.get_table(table_id).latest_backfilled_version == 5, what="the worker's backfill")
+        assert published_versions(b, loc) == list(range(0, 6))
+        for v in range(1, 6):
+            assert b.read(delta_file(loc, v)) == bodies[v]
+        assert c.get_commits(table_id).commits == []
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(15) == 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait(5)
+    assert "backfill worker" in log_path.read_text()
+
+
+def test_a_dead_holders_lease_is_taken_over_once_it_expires(own_backend: Backend) -> None:
+    """A process that died holding a table's backfill lease blocks that table only until the lease expires."""
+    import sqlite3
+
+    b = own_backend
+    svc = Service(b).start()  # backfill after every commit, default lease
+    try:
+        c = svc.client()
+        table_id, loc = create_owned_table(svc)
+        c.commit(table_id, 1, actions())
+        wait_until(lambda: c.get_table(table_id).latest_backfilled_version == 1, what="backfill of v1")
+        hold = 6.0
+        db = sqlite3.connect(b.database_url.split(":///", 1)[1])
+        with db:  # a holder that died mid-backfill: its lease row stays until it expires
+            db.execute("UPDATE owned_tables SET lease_owner = 'dead-process', lease_expires_at = ? WHERE table_id = ?",
+                       (int((time.time() + hold) * 1000), table_id))
+        db.close()
+        held_since = time.monotonic()
+        c.commit(table_id, 2, actions())
+        time.sleep(2.0)
+        assert not b.exists(delta_file(loc, 2)), "published while another holder's lease was live"
+        wait_until(lambda: b.exists(delta_file(loc, 2)), timeout=30, what="takeover after the lease expired")
+        assert time.monotonic() - held_since >= hold - 0.5
+        # the rows are marked after the copy: wait for the bookkeeping too
+        wait_until(lambda: c.get_table(table_id).latest_backfilled_version == 2, what="v2 marked backfilled")
+        assert published_versions(b, loc) == [0, 1, 2]
+    finally:
+        svc.stop()
+
+
+def test_background_backfill_retries_failed_publications_by_itself(own_backend: Backend) -> None:
+    """Publishing `_delta_log/<2>.json` fails most of the time (test-only fault injection on that name): the
+    background backfiller stops at the failure, retries with backoff and publishes everything, in order,
+    with nobody asking for a backfill."""
+    import urllib.request
+
+    b = own_backend
+    faults = f"put_error=0.6;match=/_delta_log/{2:020d}.json;seed=7"
+    svc = Service(b, extra_env={"COMMIT_OWNER_FAULT_INJECTION": faults}).start()
+    try:
+        c = svc.client()
+        table_id, loc = create_owned_table(svc)
+        bodies = {}
+        for v in range(1, 7):
+            acts = actions()
+            c.commit(table_id, v, acts)  # staged under _commits/: not affected by the faults
+            bodies[v] = ndjson(acts)
+        wait_until(lambda: c.get_table(table_id).latest_backfilled_version == 6, timeout=90,
+                   what="background backfill through the faults")
+        assert published_versions(b, loc) == list(range(0, 7))
+        for v in range(1, 7):
+            assert b.read(delta_file(loc, v)) == bodies[v]
+        metrics = urllib.request.urlopen(svc.endpoint + "/metrics", timeout=10).read().decode()
+        [failures] = [float(line.split()[-1]) for line in metrics.splitlines()
+                      if line.startswith("commit_owner_backfill_failures_total ")]
+        assert failures >= 1, "no publication failed: the faults did not reach the backfiller"
+    finally:
+        svc.stop()

@@ -9,7 +9,7 @@ from coordinator.api import create_app
 from coordinator.api.openapi import DOCUMENT
 from coordinator.settings import Settings
 from tests.security.conftest import call
-from tests.support import Service
+from tests.support import ROOT, Service
 
 METHODS = {"get", "post", "put", "patch", "delete"}
 
@@ -49,6 +49,14 @@ def test_every_operation_documents_its_errors_with_the_envelope() -> None:
                 assert {"401", "403"} <= set(op["responses"]), (method, path)
                 assert op["responses"]["401"]["content"]["application/json"]["schema"] == {
                     "$ref": "#/components/schemas/Error"}
+
+
+def test_the_api_reference_page_lists_every_documented_operation() -> None:
+    page = (ROOT / "docs" / "api.md").read_text()
+    rows = re.findall(r"^\| `(GET|POST|PUT|PATCH|DELETE) (/\S*)`", page, re.M)
+    listed = {(m, p.split("?")[0].replace("{id}", "{table_id}")) for m, p in rows}
+    assert documented_routes() - listed == set(), "operations of coordinator/openapi.json missing from docs/api.md"
+    assert listed - documented_routes() == set(), "docs/api.md lists operations the OpenAPI document does not have"
 
 
 def test_the_document_is_served_as_shipped_without_a_token(local_auth: Service) -> None:
