@@ -7,9 +7,11 @@ because `commit-owner migrate` is a one-shot command.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from sqlalchemy import event, text
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
@@ -61,16 +63,47 @@ def create_engine(url: str, *, pool_size: int = 10, timeout: float = 30.0) -> As
         engine = create_async_engine(aurl, connect_args={"timeout": timeout})
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
-    return create_async_engine(
+    engine = create_async_engine(
         aurl,
         pool_size=pool_size,
         max_overflow=pool_size,
         pool_timeout=timeout,
-        pool_pre_ping=True,
         pool_recycle=1800,
         connect_args={"connect_timeout": max(1, int(timeout)),
                       "options": f"-c statement_timeout={int(timeout * 1000)}"},
     )
+    ping_when_idle(engine, IDLE_PING_SECONDS)
+    return engine
+
+
+IDLE_PING_SECONDS = 5.0
+
+
+def ping_when_idle(engine: AsyncEngine, seconds: float) -> None:
+    """Check a pooled connection at checkout only when it sat idle for ``seconds`` (docs/decisions.md).
+
+    ``pool_pre_ping`` would spend a round trip on every checkout, several per commit. A connection in
+    steady use needs no ping: if the server went away, its first statement fails, SQLAlchemy invalidates
+    the pool and the request is answered UNAVAILABLE (retryable), which clients retry.
+    """
+    sync = engine.sync_engine
+
+    def on_checkin(_dbapi_conn, record) -> None:  # type: ignore[no-untyped-def]
+        record.info["idle_since"] = time.monotonic()
+
+    def on_checkout(dbapi_conn, record, _proxy) -> None:  # type: ignore[no-untyped-def]
+        since = record.info.get("idle_since")
+        if since is None or time.monotonic() - since < seconds:
+            return
+        try:
+            ok = sync.dialect.do_ping(dbapi_conn)
+        except Exception as e:  # noqa: BLE001 - any failure means: use another connection
+            raise DisconnectionError(f"idle connection failed its ping: {type(e).__name__}") from e
+        if ok is False:
+            raise DisconnectionError("idle connection failed its ping")
+
+    event.listen(sync, "checkin", on_checkin)
+    event.listen(sync, "checkout", on_checkout)
 
 
 def _alembic_config(url: str):  # type: ignore[no-untyped-def]

@@ -16,7 +16,7 @@ import contextlib
 import time
 from typing import Any, AsyncIterator, Sequence
 
-from sqlalchemy import and_, func, or_, select, update
+from sqlalchemy import and_, func, literal, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -50,18 +50,26 @@ class OwnershipStore:
         self.is_sqlite = engine.dialect.name == "sqlite"
         # SQLite has one writer at a time; serialising writers in-process avoids "database is locked".
         self._write_lock = asyncio.Lock() if self.is_sqlite else None
+        # PostgreSQL: a single statement is atomic by itself, so it runs in autocommit mode and costs one
+        # round trip instead of three (BEGIN, the statement, COMMIT). The same pool serves both.
+        self._autocommit = None if self.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
 
     # -- plumbing -----------------------------------------------------------------------------------
 
     @contextlib.asynccontextmanager
-    async def _tx(self, write: bool = True) -> AsyncIterator[AsyncConnection]:
+    async def _tx(self, write: bool = True, single: bool = False) -> AsyncIterator[AsyncConnection]:
+        """A transaction; with ``single`` (the block runs exactly one statement) autocommit where that is atomic."""
         lock = self._write_lock if write else None
         try:
             if lock is not None:
                 await lock.acquire()
             try:
-                async with self.engine.begin() as conn:
-                    yield conn
+                if single and self._autocommit is not None:
+                    async with self._autocommit.connect() as conn:
+                        yield conn
+                else:
+                    async with self.engine.begin() as conn:
+                        yield conn
             finally:
                 if lock is not None:
                     lock.release()
@@ -75,7 +83,7 @@ class OwnershipStore:
             raise UnavailableError(f"ownership store unavailable: {type(e).__name__}") from e  # no host paths
 
     async def ping(self) -> None:
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             await conn.execute(select(1))
 
     # -- tables -------------------------------------------------------------------------------------
@@ -91,7 +99,7 @@ class OwnershipStore:
             last_commit_at=None,
         )
         try:
-            async with self._tx() as conn:
+            async with self._tx(single=True) as conn:
                 await conn.execute(owned_tables.insert().values(**values))
         except IntegrityError:
             raise TableAlreadyExistsError(f"an owned table already exists at {location}") from None
@@ -99,7 +107,7 @@ class OwnershipStore:
 
     async def forget_registration(self, table_id: str) -> bool:
         """Drop a registration whose ownership commit never landed (no commit ever ratified). Returns whether it did."""
-        async with self._tx() as conn:
+        async with self._tx(single=True) as conn:
             res = await conn.execute(
                 owned_tables.delete().where(
                     and_(owned_tables.c.table_id == table_id,
@@ -109,27 +117,27 @@ class OwnershipStore:
             return bool(res.rowcount)
 
     async def get_table(self, table_id: str) -> TableRow:
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             row = (await conn.execute(select(owned_tables).where(owned_tables.c.table_id == table_id))).first()
         if row is None:
             raise TableNotFoundError(f"no table with id {table_id}")
         return _table(row)
 
     async def find_table(self, location: str) -> TableRow:
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             row = (await conn.execute(select(owned_tables).where(owned_tables.c.location == location))).first()
         if row is None:
             raise TableNotFoundError(f"no owned table at {location}")
         return _table(row)
 
     async def list_tables(self) -> list[TableRow]:
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             rows = (await conn.execute(select(owned_tables).order_by(owned_tables.c.location))).all()
         return [_table(r) for r in rows]
 
     async def set_not_accepting(self, table_id: str, status: str, reason: str) -> None:
         """Stop accepting commits (a fenced or released table)."""
-        async with self._tx() as conn:
+        async with self._tx(single=True) as conn:
             await conn.execute(
                 update(owned_tables).where(owned_tables.c.table_id == table_id)
                 .values(accepting=False, status=status, status_reason=reason, updated_at=now_ms())
@@ -167,11 +175,21 @@ class OwnershipStore:
             .values(**values)
         )
         try:
-            async with self._tx() as conn:
-                res = await conn.execute(stmt)
-                if res.rowcount == 1:
-                    await conn.execute(commits.insert().values(**_commit_values(row)))
-                    return row
+            if self._autocommit is not None:
+                # PostgreSQL: the UPDATE feeds the INSERT in one statement (one round trip, atomic by itself).
+                won = stmt.returning(t.table_id).cte("won")
+                vals = _commit_values(row)
+                pick = select(*[literal(vals[c.name], c.type).label(c.name) for c in commits.c]).select_from(won)
+                ins = commits.insert().from_select([c.name for c in commits.c], pick).returning(commits.c.version)
+                async with self._tx(single=True) as conn:
+                    if (await conn.execute(ins)).first() is not None:
+                        return row
+            else:
+                async with self._tx() as conn:
+                    res = await conn.execute(stmt)
+                    if res.rowcount == 1:
+                        await conn.execute(commits.insert().values(**_commit_values(row)))
+                        return row
         except IntegrityError:
             pass  # the (table, version) key or the idempotency key decided: classify below
         return await self._classify(row, max_unbackfilled)
@@ -224,7 +242,7 @@ class OwnershipStore:
         raise CommitVersionConflictError(version_message(v, latest + 1), latest_table_version=table.reported_latest)
 
     async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             r = (await conn.execute(
                 select(commits).where(and_(commits.c.table_id == table_id, commits.c.version == version))
             )).first()
@@ -245,7 +263,7 @@ class OwnershipStore:
             .where(owned_tables.c.table_id == table_id)
             .order_by(commits.c.version)
         )
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             rows = (await conn.execute(stmt)).all()
         if not rows:
             raise TableNotFoundError(f"no table with id {table_id}")
@@ -265,32 +283,35 @@ class OwnershipStore:
         stmt = select(commits).where(and_(*cond)).order_by(commits.c.version)
         if limit:
             stmt = stmt.limit(limit)
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             return [_commit(r) for r in (await conn.execute(stmt)).all()]
 
     async def recent_commits(self, table_id: str, limit: int = 20) -> list[CommitRow]:
         stmt = select(commits).where(commits.c.table_id == table_id).order_by(commits.c.version.desc()).limit(limit)
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             return [_commit(r) for r in (await conn.execute(stmt)).all()]
 
     async def mark_backfilled(self, table_id: str, up_to: int) -> None:
         """Record in one transaction that every version <= ``up_to`` is published. Idempotent."""
         ts = now_ms()
-        async with self._tx() as conn:
-            await conn.execute(
-                update(commits)
+        rows = (update(commits)
                 .where(and_(commits.c.table_id == table_id, commits.c.version <= up_to, commits.c.backfilled_at.is_(None)))
-                .values(backfilled_at=ts)
-            )
-            await conn.execute(
-                update(owned_tables)
-                .where(and_(owned_tables.c.table_id == table_id, owned_tables.c.latest_backfilled_version < up_to,
-                            owned_tables.c.latest_version >= up_to))
-                .values(latest_backfilled_version=up_to, backfill_error=None, backfill_error_at=None, updated_at=ts)
-            )
+                .values(backfilled_at=ts))
+        table = (update(owned_tables)
+                 .where(and_(owned_tables.c.table_id == table_id, owned_tables.c.latest_backfilled_version < up_to,
+                             owned_tables.c.latest_version >= up_to))
+                 .values(latest_backfilled_version=up_to, backfill_error=None, backfill_error_at=None, updated_at=ts))
+        if self._autocommit is not None:
+            # PostgreSQL runs a data-modifying WITH exactly once even when nothing reads it: one atomic statement.
+            async with self._tx(single=True) as conn:
+                await conn.execute(table.add_cte(rows.returning(commits.c.version).cte("marked")))
+            return
+        async with self._tx() as conn:
+            await conn.execute(rows)
+            await conn.execute(table)
 
     async def record_backfill_error(self, table_id: str, message: str) -> None:
-        async with self._tx() as conn:
+        async with self._tx(single=True) as conn:
             await conn.execute(
                 update(owned_tables).where(owned_tables.c.table_id == table_id)
                 .values(backfill_error=message[:2000], backfill_error_at=now_ms())
@@ -300,14 +321,14 @@ class OwnershipStore:
         """Ids of accepting-or-not tables with unbackfilled commits."""
         t = owned_tables.c
         stmt = select(t.table_id).where(t.latest_version > t.latest_backfilled_version).order_by(t.updated_at).limit(limit)
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             return [r[0] for r in (await conn.execute(stmt)).all()]
 
     async def oldest_unbackfilled(self) -> dict[str, int]:
         """table id -> ratification time (ms) of its oldest unbackfilled commit, for tables that have one."""
         c = commits.c
         stmt = select(c.table_id, func.min(c.ratified_at)).where(c.backfilled_at.is_(None)).group_by(c.table_id)
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             return {r[0]: int(r[1]) for r in (await conn.execute(stmt)).all()}
 
     # -- backfill leases ----------------------------------------------------------------------------
@@ -316,7 +337,7 @@ class OwnershipStore:
         """Take or renew the table's backfill lease if it is free, expired or already ours (a conditional UPDATE)."""
         ts = now_ms()
         t = owned_tables.c
-        async with self._tx() as conn:
+        async with self._tx(single=True) as conn:
             res = await conn.execute(
                 update(owned_tables)
                 .where(and_(t.table_id == table_id,
@@ -327,7 +348,7 @@ class OwnershipStore:
 
     async def release_lease(self, table_id: str, holder: str) -> None:
         t = owned_tables.c
-        async with self._tx() as conn:
+        async with self._tx(single=True) as conn:
             await conn.execute(
                 update(owned_tables).where(and_(t.table_id == table_id, t.lease_owner == holder))
                 .values(lease_owner=None, lease_expires_at=None)
@@ -337,7 +358,7 @@ class OwnershipStore:
         """version -> ratified file name for the versions in ``[low, high]`` (the orphan janitor's one read)."""
         stmt = select(commits.c.version, commits.c.file_name).where(
             and_(commits.c.table_id == table_id, commits.c.version >= low, commits.c.version <= high))
-        async with self._tx(write=False) as conn:
+        async with self._tx(write=False, single=True) as conn:
             return {int(v): str(f) for v, f in (await conn.execute(stmt)).all()}
 
     async def stats(self) -> dict[str, int]:
