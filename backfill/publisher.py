@@ -44,6 +44,7 @@ async def backfill_table(
     cached: Callable[[str, int], bytes | None] | None = None,
     on_version: Callable[[int], None] | None = None,
     on_row: Callable[[CommitRow], None] | None = None,
+    rows: list[CommitRow] | None = None,
 ) -> BackfillResult:
     """Publish every unbackfilled commit of ``table`` with version <= ``up_to`` (all when None).
 
@@ -51,7 +52,8 @@ async def backfill_table(
     published before the failure is recorded first).
     """
     result = BackfillResult(table.table_id, backfilled_through=table.latest_backfilled_version)
-    rows = await store.unbackfilled(table.table_id, up_to)
+    if rows is None:  # else the caller read them in the same statement as ``table``
+        rows = await store.unbackfilled(table.table_id, up_to)
     done = table.latest_backfilled_version
     try:
         for row in rows:

@@ -10,6 +10,7 @@ table; within a process a per-table lock does the same.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import os
 import socket
@@ -57,7 +58,9 @@ class Backfiller:
         self._backoff: dict[str, tuple[float, int]] = {}
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
-        self._sem = asyncio.Semaphore(8)
+        self._sem = asyncio.Semaphore(16)
+        # Leases this process holds: table id -> (monotonic time until which it is surely ours, last use).
+        self._held: dict[str, tuple[float, float]] = {}
         self.on_result: Callable[[BackfillResult], None] | None = None
         self.metrics: Metrics | None = None
 
@@ -74,6 +77,40 @@ class Backfiller:
             await asyncio.gather(task, return_exceptions=True)
         if self._inflight:
             await asyncio.gather(*self._inflight, return_exceptions=True)
+        for table_id in list(self._held):
+            await self._release(table_id)
+
+    # -- leases -------------------------------------------------------------------------------------
+
+    async def _lease(self, table_id: str) -> bool:
+        """Hold the table's lease. A background backfiller keeps it while the table is busy and renews
+        it once half its time is gone, so steady commits cost no lease statements (docs/decisions.md)."""
+        now = time.monotonic()
+        held = self._held.get(table_id)
+        if held is not None and held[0] > now:
+            self._held[table_id] = (held[0], now)
+            return True
+        ttl = self.settings.backfill_lease_seconds
+        if await self.store.acquire_lease(table_id, self.holder, ttl):
+            self._held[table_id] = (now + ttl / 2, now)
+            return True
+        self._held.pop(table_id, None)
+        return False
+
+    async def _release(self, table_id: str) -> None:
+        self._held.pop(table_id, None)
+        try:
+            await self.store.release_lease(table_id, self.holder)
+        except CommitOwnerError:
+            pass  # it expires by itself
+
+    async def _release_idle(self, idle_seconds: float) -> None:
+        """Hand back leases of tables this process has not backfilled for ``idle_seconds``."""
+        now = time.monotonic()
+        for table_id, (_, used) in list(self._held.items()):
+            lock = self._locks.get(table_id)
+            if now - used >= idle_seconds and table_id not in self._pending and not (lock and lock.locked()):
+                await self._release(table_id)
 
     # -- triggers -----------------------------------------------------------------------------------
 
@@ -123,25 +160,25 @@ class Backfiller:
         Raises InvalidArgumentError when ``up_to`` was never ratified, ForeignCommitFileError,
         UnavailableError (storage/database down, or another process held the lease too long).
         """
-        table = await self.store.get_table(table_id)
-        if up_to is not None and up_to > table.latest_version:
-            raise InvalidArgumentError(
-                f"cannot backfill to version {up_to}: the latest ratified version is {table.reported_latest}",
-                latest_table_version=table.reported_latest,
-            )
-        target = table.latest_version if up_to is None else up_to
         deadline = time.monotonic() + wait_seconds
         lock = self._locks.setdefault(table_id, asyncio.Lock())
         async with lock:
             while True:
-                table = await self.store.get_table(table_id)
+                # The table and its unbackfilled rows through up_to, in one statement.
+                table, rows = await self.store.get_commits(table_id, None, up_to)
+                if up_to is not None and up_to > table.latest_version:
+                    raise InvalidArgumentError(
+                        f"cannot backfill to version {up_to}: the latest ratified version is {table.reported_latest}",
+                        latest_table_version=table.reported_latest,
+                    )
+                target = table.latest_version if up_to is None else up_to
                 needs_repair = (
                     last_known_backfilled is not None
                     and table.base_version < last_known_backfilled <= table.latest_backfilled_version
                 )
                 if table.latest_backfilled_version >= target and not needs_repair:
                     return table
-                if await self.store.acquire_lease(table_id, self.holder, self.settings.backfill_lease_seconds):
+                if await self._lease(table_id):
                     try:
                         if needs_repair:
                             fixed = await repair_hole(self.store, self.storage, table, last_known_backfilled)
@@ -149,18 +186,20 @@ class Backfiller:
                                 log.warning("table %s: re-published missing versions %s", table_id, fixed)
                             last_known_backfilled = None
                         result = await backfill_table(
-                            self.store, self.storage, table, target, cached=self._cached,
+                            self.store, self.storage, table, target, cached=self._cached, rows=rows,
                             on_row=(lambda r: self.metrics.observe_published(r.ratified_at)) if self.metrics else None,
                         )
                     finally:
-                        try:
-                            await self.store.release_lease(table_id, self.holder)
-                        except UnavailableError:
-                            pass  # it expires by itself
+                        if not self.background:
+                            await self._release(table_id)
                     if self.on_result:
                         self.on_result(result)
                     if result.published:
                         log.info("table %s: published versions %d..%d", table_id, result.published[0], result.published[-1])
+                    if result.backfilled_through >= target:
+                        return dataclasses.replace(
+                            table, latest_backfilled_version=max(table.latest_backfilled_version,
+                                                                 result.backfilled_through))
                     continue
                 if time.monotonic() > deadline:
                     raise UnavailableError(
@@ -183,6 +222,7 @@ class Backfiller:
             work, self._pending = self._pending, {}
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + sweep_every
+                await self._release_idle(SWEEP_SECONDS)
                 try:
                     for tid in await self.store.tables_behind():
                         work.setdefault(tid, -2)  # -2: decide the target from the batch policy

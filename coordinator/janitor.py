@@ -115,7 +115,9 @@ class Janitor:
                 info = await storage.info(path)
             except FileNotFoundError:
                 continue
-            if int(time.time() * 1000) - info.modification_time < min_age_ms:
+            # S3 (and moto) report whole seconds, truncated: such a time may be up to 1 s before the real write.
+            written = info.modification_time + (1000 if info.modification_time % 1000 == 0 else 0)
+            if int(time.time() * 1000) - written < min_age_ms:
                 rep.kept_too_young += 1
                 continue
             # Ask again right before the delete: the answer that matters is the one of this moment.

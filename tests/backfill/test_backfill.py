@@ -341,6 +341,12 @@ def test_a_dead_holders_lease_is_taken_over_once_it_expires(own_backend: Backend
         wait_until(lambda: c.get_table(table_id).latest_backfilled_version == 1, what="backfill of v1")
         hold = 6.0
         db = sqlite3.connect(b.database_url.split(":///", 1)[1])
+
+        def lease_owner() -> str | None:
+            return db.execute("SELECT lease_owner FROM owned_tables WHERE table_id = ?", (table_id,)).fetchone()[0]
+
+        # The service keeps a busy table's lease and hands it back once the table is idle (about a second).
+        wait_until(lambda: lease_owner() is None, timeout=10, what="the idle lease to be handed back")
         with db:  # a holder that died mid-backfill: its lease row stays until it expires
             db.execute("UPDATE owned_tables SET lease_owner = 'dead-process', lease_expires_at = ? WHERE table_id = ?",
                        (int((time.time() + hold) * 1000), table_id))
