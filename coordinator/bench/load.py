@@ -94,7 +94,8 @@ class Driver:
             if status == 409 and err.get("conflict"):
                 sample.conflicts += 1
                 latest = err.get("latestTableVersion")
-                known = latest if isinstance(latest, int) and latest >= v else v
+                if isinstance(latest, int):
+                    known = latest  # rebase on the version in the answer, no re-read
             elif err.get("retryable"):
                 sample.retries += 1
                 await asyncio.sleep(0.002)

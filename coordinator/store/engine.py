@@ -66,7 +66,9 @@ def create_engine(url: str, *, pool_size: int = 10, timeout: float = 30.0) -> As
     engine = create_async_engine(
         aurl,
         pool_size=pool_size,
-        max_overflow=pool_size,
+        # No overflow: a connection opened for a burst and closed after it costs PostgreSQL a backend
+        # process each time; waiting a moment for a pooled one is cheaper (docs/decisions.md).
+        max_overflow=0,
         pool_timeout=timeout,
         pool_recycle=1800,
         connect_args={"connect_timeout": max(1, int(timeout)),

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from typing import Any, AsyncIterator, Sequence
 
-from sqlalchemy import and_, func, literal, or_, select, update
+from sqlalchemy import and_, bindparam, func, or_, select, update
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -34,6 +35,10 @@ from client.errors import (
 
 from .rows import CommitRow, TableRow
 from .schema import commits, owned_tables
+
+
+class _StateMoved(Exception):
+    """The ratification UPDATE matched nothing, yet the re-read finds no reason to refuse: try again."""
 
 
 def now_ms() -> int:
@@ -153,46 +158,36 @@ class OwnershipStore:
         gap or a non-increasing timestamp (false,false), TableNotAcceptingCommitsError (false,false),
         TooManyUnbackfilledCommitsError (true,false), IdempotencyKeyReusedError, TableNotFoundError.
         """
-        t = owned_tables.c
-        v = row.version
-        ts = now_ms()
-        values: dict[str, Any] = dict(
-            latest_version=v, last_commit_timestamp=row.commit_timestamp, last_commit_at=ts, updated_at=ts,
+        v, ts = row.version, now_ms()
+        params: dict[str, Any] = {
+            "p_table_id": row.table_id, "p_version": v, "p_previous": v - 1, "p_max_unbackfilled": max_unbackfilled,
+            "p_commit_timestamp": row.commit_timestamp, "p_now": ts,
+            "p_status_reason": f"ownership given up at version {v}",
+        }
+        params.update({"c_" + k: val for k, val in _commit_values(row).items()})
+        for _attempt in range(3):
+            try:
+                if self._autocommit is not None:
+                    # PostgreSQL: the UPDATE feeds the INSERT in one statement (one round trip, atomic by itself).
+                    async with self._tx(single=True) as conn:
+                        if (await conn.execute(_ratify_statements(releases)[1], params)).first() is not None:
+                            return row
+                else:
+                    upd = _ratify_statements(releases)[0]
+                    async with self._tx() as conn:
+                        res = await conn.execute(upd, params)
+                        if res.rowcount == 1:
+                            await conn.execute(commits.insert(), _commit_values(row))
+                            return row
+            except IntegrityError:
+                pass  # the (table, version) key or the idempotency key decided: classify below
+            try:
+                return await self._classify(row, max_unbackfilled)
+            except _StateMoved:
+                continue  # nothing refuses this proposal now: what refused it a moment ago has passed
+        raise UnavailableError(
+            f"table {row.table_id} changed three times while version {row.version} was judged; retry"
         )
-        if releases:
-            values.update(accepting=False, status="RELEASED", status_reason=f"ownership given up at version {v}")
-        stmt = (
-            update(owned_tables)
-            .where(
-                and_(
-                    t.table_id == row.table_id,
-                    t.latest_version == v - 1,
-                    t.accepting.is_(True),
-                    (t.latest_version - t.latest_backfilled_version) < max_unbackfilled,
-                    or_(t.last_commit_timestamp.is_(None), t.last_commit_timestamp < row.commit_timestamp),
-                )
-            )
-            .values(**values)
-        )
-        try:
-            if self._autocommit is not None:
-                # PostgreSQL: the UPDATE feeds the INSERT in one statement (one round trip, atomic by itself).
-                won = stmt.returning(t.table_id).cte("won")
-                vals = _commit_values(row)
-                pick = select(*[literal(vals[c.name], c.type).label(c.name) for c in commits.c]).select_from(won)
-                ins = commits.insert().from_select([c.name for c in commits.c], pick).returning(commits.c.version)
-                async with self._tx(single=True) as conn:
-                    if (await conn.execute(ins)).first() is not None:
-                        return row
-            else:
-                async with self._tx() as conn:
-                    res = await conn.execute(stmt)
-                    if res.rowcount == 1:
-                        await conn.execute(commits.insert().values(**_commit_values(row)))
-                        return row
-        except IntegrityError:
-            pass  # the (table, version) key or the idempotency key decided: classify below
-        return await self._classify(row, max_unbackfilled)
 
     async def _classify(self, row: CommitRow, max_unbackfilled: int) -> CommitRow:
         async with self._tx(write=False) as conn:
@@ -238,8 +233,9 @@ class OwnershipStore:
                 f"{table.last_commit_timestamp}",
                 latest_table_version=table.reported_latest,
             )
-        # The row changed between the UPDATE and this read (another commit landed): a lost race.
-        raise CommitVersionConflictError(version_message(v, latest + 1), latest_table_version=table.reported_latest)
+        # Nothing refuses the proposal any more: the row changed between the UPDATE and this read (say the
+        # backlog was full and the backfiller freed it). Not a conflict, since version v is still free.
+        raise _StateMoved()
 
     async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
         async with self._tx(write=False, single=True) as conn:
@@ -366,6 +362,37 @@ class OwnershipStore:
             n_tables = (await conn.execute(select(func.count()).select_from(owned_tables))).scalar_one()
             n_commits = (await conn.execute(select(func.count()).select_from(commits))).scalar_one()
         return {"tables": int(n_tables), "commits": int(n_commits)}
+
+
+@functools.lru_cache(maxsize=None)
+def _ratify_statements(releases: bool) -> tuple[Any, Any]:
+    """The ratification statements, built once with bound parameters (building and hashing a statement per
+    commit cost more CPU than running it): the conditional UPDATE alone (SQLite: followed by the INSERT in
+    the same transaction) and, for PostgreSQL, the UPDATE feeding the INSERT in one statement."""
+    t = owned_tables.c
+    values: dict[str, Any] = dict(
+        latest_version=bindparam("p_version"), last_commit_timestamp=bindparam("p_commit_timestamp"),
+        last_commit_at=bindparam("p_now"), updated_at=bindparam("p_now"),
+    )
+    if releases:
+        values.update(accepting=False, status="RELEASED", status_reason=bindparam("p_status_reason"))
+    upd = (
+        update(owned_tables)
+        .where(
+            and_(
+                t.table_id == bindparam("p_table_id"),
+                t.latest_version == bindparam("p_previous"),
+                t.accepting.is_(True),
+                (t.latest_version - t.latest_backfilled_version) < bindparam("p_max_unbackfilled"),
+                or_(t.last_commit_timestamp.is_(None), t.last_commit_timestamp < bindparam("p_commit_timestamp")),
+            )
+        )
+        .values(**values)
+    )
+    won = upd.returning(t.table_id).cte("won")
+    pick = select(*[bindparam("c_" + c.name, type_=c.type).label(c.name) for c in commits.c]).select_from(won)
+    both = commits.insert().from_select([c.name for c in commits.c], pick).returning(commits.c.version)
+    return upd, both
 
 
 def _commit_values(row: CommitRow) -> dict[str, Any]:

@@ -70,8 +70,8 @@ def test_a_service_never_opens_more_database_connections_than_its_pool_allows(re
         history = wl.stop()
         stop.set()
         sampler.join(5)
-        # Pool of 2 plus as many overflow connections (coordinator/store/engine.py): 4 at most, under 10 writers.
-        assert seen and 1 <= max(seen) <= 4, max(seen)
+        # A pool of 2 and no overflow (coordinator/store/engine.py): 2 at most, under 10 writers.
+        assert seen and 1 <= max(seen) <= 2, max(seen)
         result = check(backend, tables, history, endpoints=[svc.endpoint])
         result.assert_ok()
         assert result.acknowledged >= 25
