@@ -8,6 +8,7 @@ clients close, the database pool is disposed.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from aiohttp import web
@@ -21,10 +22,33 @@ async def _announce_shutdown(app: web.Application) -> None:
     log.info("shutting down: no new connections; finishing the requests in flight")
 
 
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+
+
+def new_event_loop(choice: str) -> asyncio.AbstractEventLoop:
+    """The loop `serve` runs on (setting ``event_loop``); uvloop spends less CPU per request (docs/decisions.md).
+
+    Raises ValueError for an unknown choice, or for ``uvloop`` when it is not installed.
+    """
+    if choice not in EVENT_LOOPS:
+        raise ValueError(f"event_loop must be one of {', '.join(EVENT_LOOPS)}, not {choice!r}")
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise ValueError("event_loop = uvloop, but uvloop is not installed (pip install uvloop)") from None
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
 def run_service(app: web.Application, settings: Settings) -> None:
     """Serve ``app`` until a signal; returns after a clean stop."""
     app.on_shutdown.append(_announce_shutdown)
-    log.info("commit-owner listening on http://%s:%s", settings.host, settings.port)
-    web.run_app(app, host=settings.host, port=settings.port, print=None, access_log=None,
+    loop = new_event_loop(settings.event_loop)
+    log.info("commit-owner listening on http://%s:%s (event loop: %s)", settings.host, settings.port,
+             type(loop).__module__.split(".")[0])
+    web.run_app(app, host=settings.host, port=settings.port, print=None, access_log=None, loop=loop,
                 shutdown_timeout=settings.shutdown_grace_seconds, handle_signals=True)
     log.info("commit-owner stopped")

@@ -79,6 +79,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("log_level", "INFO", "Log level (DEBUG, INFO, WARNING, ERROR)."),
     Setting("log_format", "auto", "Log format: auto (JSON lines when not on a terminal), json or text."),
     # -- operations (issue 9) --
+    Setting("event_loop", "auto",
+            "Event loop of `serve`: auto (uvloop when installed, else asyncio), uvloop or asyncio."),
     Setting("shutdown_grace_seconds", 10.0,
             "On SIGTERM/SIGINT, how long requests in flight may take to finish before they are cancelled.", float),
     # -- security (issue 7): authentication, allowed roots, input limits --
