@@ -248,19 +248,9 @@ class OwnershipStore:
         self, table_id: str, start: int | None, end: int | None
     ) -> tuple[TableRow, list[CommitRow]]:
         """The table and its unbackfilled commits in ``[start, end]``, ascending, read in one statement."""
-        cond = [commits.c.table_id == owned_tables.c.table_id, commits.c.backfilled_at.is_(None)]
-        if start is not None:
-            cond.append(commits.c.version >= start)
-        if end is not None:
-            cond.append(commits.c.version <= end)
-        stmt = (
-            select(owned_tables, *[c.label("c_" + c.name) for c in commits.c])
-            .select_from(owned_tables.outerjoin(commits, and_(*cond)))
-            .where(owned_tables.c.table_id == table_id)
-            .order_by(commits.c.version)
-        )
+        stmt = _get_commits_statement(start is not None, end is not None)
         async with self._tx(write=False, single=True) as conn:
-            rows = (await conn.execute(stmt)).all()
+            rows = (await conn.execute(stmt, {"p_table_id": table_id, "p_start": start, "p_end": end})).all()
         if not rows:
             raise TableNotFoundError(f"no table with id {table_id}")
         table = _table(rows[0])
@@ -289,22 +279,16 @@ class OwnershipStore:
 
     async def mark_backfilled(self, table_id: str, up_to: int) -> None:
         """Record in one transaction that every version <= ``up_to`` is published. Idempotent."""
-        ts = now_ms()
-        rows = (update(commits)
-                .where(and_(commits.c.table_id == table_id, commits.c.version <= up_to, commits.c.backfilled_at.is_(None)))
-                .values(backfilled_at=ts))
-        table = (update(owned_tables)
-                 .where(and_(owned_tables.c.table_id == table_id, owned_tables.c.latest_backfilled_version < up_to,
-                             owned_tables.c.latest_version >= up_to))
-                 .values(latest_backfilled_version=up_to, backfill_error=None, backfill_error_at=None, updated_at=ts))
+        params = {"p_table_id": table_id, "p_up_to": up_to, "p_now": now_ms()}
+        rows, table, both = _mark_statements()
         if self._autocommit is not None:
             # PostgreSQL runs a data-modifying WITH exactly once even when nothing reads it: one atomic statement.
             async with self._tx(single=True) as conn:
-                await conn.execute(table.add_cte(rows.returning(commits.c.version).cte("marked")))
+                await conn.execute(both, params)
             return
         async with self._tx() as conn:
-            await conn.execute(rows)
-            await conn.execute(table)
+            await conn.execute(rows, params)
+            await conn.execute(table, params)
 
     async def record_backfill_error(self, table_id: str, message: str) -> None:
         async with self._tx(single=True) as conn:
@@ -393,6 +377,38 @@ def _ratify_statements(releases: bool) -> tuple[Any, Any]:
     pick = select(*[bindparam("c_" + c.name, type_=c.type).label(c.name) for c in commits.c]).select_from(won)
     both = commits.insert().from_select([c.name for c in commits.c], pick).returning(commits.c.version)
     return upd, both
+
+
+@functools.lru_cache(maxsize=None)
+def _get_commits_statement(has_start: bool, has_end: bool) -> Any:
+    """The table row outer-joined with its unbackfilled commits (in a version range), built once."""
+    cond = [commits.c.table_id == owned_tables.c.table_id, commits.c.backfilled_at.is_(None)]
+    if has_start:
+        cond.append(commits.c.version >= bindparam("p_start"))
+    if has_end:
+        cond.append(commits.c.version <= bindparam("p_end"))
+    return (
+        select(owned_tables, *[c.label("c_" + c.name) for c in commits.c])
+        .select_from(owned_tables.outerjoin(commits, and_(*cond)))
+        .where(owned_tables.c.table_id == bindparam("p_table_id"))
+        .order_by(commits.c.version)
+    )
+
+
+@functools.lru_cache(maxsize=None)
+def _mark_statements() -> tuple[Any, Any, Any]:
+    """Backfill bookkeeping, built once: mark the rows, advance the table, and both as one statement."""
+    up_to = bindparam("p_up_to")
+    rows = (update(commits)
+            .where(and_(commits.c.table_id == bindparam("p_table_id"), commits.c.version <= up_to,
+                        commits.c.backfilled_at.is_(None)))
+            .values(backfilled_at=bindparam("p_now")))
+    table = (update(owned_tables)
+             .where(and_(owned_tables.c.table_id == bindparam("p_table_id"),
+                         owned_tables.c.latest_backfilled_version < up_to, owned_tables.c.latest_version >= up_to))
+             .values(latest_backfilled_version=up_to, backfill_error=None, backfill_error_at=None,
+                     updated_at=bindparam("p_now")))
+    return rows, table, table.add_cte(rows.returning(commits.c.version).cte("marked"))
 
 
 def _commit_values(row: CommitRow) -> dict[str, Any]:
