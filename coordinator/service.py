@@ -170,12 +170,11 @@ class CommitService:
             raise InvalidCommitError(f"Commit version {version} is not valid: versions start at 0.")
         uid = parse_uuid(idempotency_key, "Idempotency-Key") if idempotency_key else str(uuid.uuid4())
         turn = self._turn(table_id)
-        # A keyed proposal may be the retry of one that won: it always goes to the store to be replayed.
-        if not idempotency_key and (stale := turn.stale(version)) is not None:
-            raise stale
+        if (stale := turn.stale(version)) is not None:
+            return await self._stale(table_id, version, data, idempotency_key and uid, stale)
         async with turn.lock:
-            if not idempotency_key and (stale := turn.stale(version)) is not None:
-                raise stale
+            if (stale := turn.stale(version)) is not None:
+                return await self._stale(table_id, version, data, idempotency_key and uid, stale)
             try:
                 result = await self._ratify(table_id, version, data, uid)
             except CommitVersionConflictError as e:
@@ -183,6 +182,27 @@ class CommitService:
                 raise
             turn.saw(result["version"])
             return result
+
+    async def _stale(self, table_id: str, version: int, data: bytes, key: str | None,
+                     stale: CommitVersionConflictError) -> dict[str, Any]:
+        """Answer a proposal for a version already taken, without writing anything.
+
+        Unkeyed: the conflict. Keyed: it may be the retry of the proposal that won, so the key is looked up
+        (one read): the same version and bytes are replayed, other ones are a reused key, an unknown key
+        is the conflict.
+        """
+        if key is None:
+            raise stale
+        prior = await self.store.commit_by_key(table_id, key)
+        if prior is None:
+            raise stale
+        if prior.version == version and prior.content_sha256 == hashlib.sha256(data).hexdigest():
+            place = await self.place(table_id)
+            return prior.to_json(place.location, place.commit_dir)
+        raise IdempotencyKeyReusedError(
+            f"idempotency key {key} was already used for version {prior.version} with different content",
+            latest_table_version=stale.latest_table_version,
+        )
 
     async def _ratify(self, table_id: str, version: int, data: bytes, uid: str) -> dict[str, Any]:
         body = parse_commit_body(data, max_line_bytes=self.settings.max_line_bytes)

@@ -37,8 +37,10 @@ def test_a_stale_proposal_is_a_conflict_that_changes_nothing(owner_service: Serv
     c.backfill_to_version(table_id, 2)
     files = s.backend.snapshot(loc)
     rows = db_commit_files(s.backend.database_url, table_id)
-    for body in (ndjson(actions()), b"{not json"):  # even a malformed body: the version is judged first
-        status, reply = _post(s, table_id, 2, body)
+    cases = [(ndjson(actions()), None), (b"{not json", None),  # even a malformed body: the version comes first
+             (ndjson(actions()), "0b7e6d1e-8d53-4a0c-9a57-3f1e2d4c5b6a")]  # a key nobody used: no replay
+    for body, key in cases:
+        status, reply = _post(s, table_id, 2, body, key)
         assert status == 409, reply
         err = reply["error"]
         assert (err["code"], err["retryable"], err["conflict"], err["latestTableVersion"]) == \

@@ -28,13 +28,15 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{_cell(r['p95_ms'])} | {_cell(r['p99_ms'])} | {r['conflicts']} | {r['retries']} | "
                      f"{r['failures']} |")
     lines += ["", "Work per ratified commit (owner scenarios, from the service's /metrics counters):", "",
-              "| scenario | storage requests | of which put_if_absent | DB statements | DB transactions | refusals |",
-              "|---|---:|---:|---:|---:|---:|"]
+              "| scenario | storage requests | of which put_if_absent | DB statements | explicit DB transactions | "
+              "DB round trips | refusals |",
+              "|---|---:|---:|---:|---:|---:|---:|"]
     for r in report["results"]:
         w = r.get("work")
         if w:
             lines.append(f"| {r['scenario']} | {w.get('storage_requests')} | {w.get('storage_put_if_absent', 0)} | "
-                         f"{w.get('db_statements')} | {w.get('db_transactions')} | {w.get('refusals_per_commit')} |")
+                         f"{w.get('db_statements')} | {w.get('db_transactions')} | {w.get('db_round_trips')} | "
+                         f"{w.get('refusals_per_commit')} |")
     g = report["growth"]
     lines += ["", f"Growth (scenario 6): {g['tables_added']} tables and {g['rows_added']} commit rows added in "
                   f"{g['seconds']} s; the database then held {g['tables_total']} tables and {g['commit_rows_total']} "

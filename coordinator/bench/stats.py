@@ -88,4 +88,6 @@ def per_commit(before: dict[str, float], after: dict[str, float]) -> dict[str, f
     out["db_statements"] = round(d.get("commit_owner_database_statements_total", 0.0) / ok, 3)
     out["db_transactions"] = round(sum(v for k, v in d.items()
                                        if k.startswith("commit_owner_database_transactions")) / ok, 3)
+    # Each statement is a round trip; an explicit transaction adds two more (BEGIN, then COMMIT or ROLLBACK).
+    out["db_round_trips"] = round(out["db_statements"] + 2 * out["db_transactions"], 3)
     return out

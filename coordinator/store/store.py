@@ -237,6 +237,14 @@ class OwnershipStore:
         # backlog was full and the backfiller freed it). Not a conflict, since version v is still free.
         raise _StateMoved()
 
+    async def commit_by_key(self, table_id: str, key: str) -> CommitRow | None:
+        """The commit ratified with idempotency key ``key``, if any."""
+        async with self._tx(write=False, single=True) as conn:
+            r = (await conn.execute(
+                select(commits).where(and_(commits.c.table_id == table_id, commits.c.idempotency_key == key))
+            )).first()
+        return _commit(r) if r is not None else None
+
     async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
         async with self._tx(write=False, single=True) as conn:
             r = (await conn.execute(

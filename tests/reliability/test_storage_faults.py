@@ -66,8 +66,13 @@ def test_a_commit_whose_reply_times_out_after_the_server_committed_is_there_exac
     try:
         data = commit_body("late-ack", CLOCK.next())
         impatient = CommitOwnerClient(svc.endpoint, timeout=0.4, deadline=2.0)
-        with pytest.raises((CommitStateUnknownError, UnavailableError)):
-            impatient.commit(table.table_id, 1, data, idempotency_key="6d1b3a3e-0000-4000-8000-000000000001")
+        try:
+            # The first attempt times out; a retry that arrives once the server finished it is answered
+            # from the key at once (no storage work), so the impatient client may still get its version.
+            got = impatient.commit(table.table_id, 1, data, idempotency_key="6d1b3a3e-0000-4000-8000-000000000001")
+            assert got.version == 1
+        except (CommitStateUnknownError, UnavailableError):
+            pass
         # The server finished the first attempt after the client gave up: version 1 is there.
         patient = CommitOwnerClient(svc.endpoint, timeout=20, deadline=30)
         deadline = time.monotonic() + 20
