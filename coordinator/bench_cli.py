@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 
 import click
@@ -62,6 +63,9 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
     except BenchCheckError as e:
         report, code = e.report, 1
         click.echo(f"error: consistency check failed: {e}", err=True)
+    for path in (json_path, md_path, png_path):
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     click.echo(rep.markdown(report))
     click.echo(rep.text(report), err=True)
     if json_path:

@@ -116,8 +116,16 @@ class Metrics:
 
         event.listen(engine.sync_engine, "handle_error", on_error)
         event.listen(engine.sync_engine, "before_cursor_execute", lambda *_a: self.db_statements.inc())
-        event.listen(engine.sync_engine, "commit", lambda *_a: self.db_transactions.labels("commit").inc())
-        event.listen(engine.sync_engine, "rollback", lambda *_a: self.db_transactions.labels("rollback").inc())
+
+        def on_end(end: str) -> Any:
+            def count(conn: Any) -> None:
+                # An autocommit connection ends no database transaction (no round trip): not counted.
+                if conn.get_execution_options().get("isolation_level") != "AUTOCOMMIT":
+                    self.db_transactions.labels(end).inc()
+            return count
+
+        event.listen(engine.sync_engine, "commit", on_end("commit"))
+        event.listen(engine.sync_engine, "rollback", on_end("rollback"))
 
     def wrap_storage(self, backend: LogStorage) -> LogStorage:
         return MeteredStorage(backend, self)
