@@ -61,6 +61,7 @@ class Backfiller:
         self._sem = asyncio.Semaphore(16)
         # Leases this process holds: table id -> (monotonic time until which it is surely ours, last use).
         self._held: dict[str, tuple[float, float]] = {}
+        self._progressed: set[str] = set()  # tables that published something in the current run
         self.on_result: Callable[[BackfillResult], None] | None = None
         self.metrics: Metrics | None = None
 
@@ -187,6 +188,7 @@ class Backfiller:
                             last_known_backfilled = None
                         result = await backfill_table(
                             self.store, self.storage, table, target, cached=self._cached, rows=rows,
+                            on_version=lambda _v: self._progressed.add(table_id),
                             on_row=(lambda r: self.metrics.observe_published(r.ratified_at)) if self.metrics else None,
                         )
                     finally:
@@ -238,6 +240,7 @@ class Backfiller:
                 t.add_done_callback(self._inflight.discard)
 
     async def _one(self, table_id: str, up_to: int | None, by_interval: bool) -> None:
+        self._progressed.discard(table_id)
         try:
             if up_to == -2:
                 table = await self.store.get_table(table_id)
@@ -254,6 +257,8 @@ class Backfiller:
             if self.metrics is not None:
                 self.metrics.backfill_failures.inc()
             _, attempts = self._backoff.get(table_id, (0.0, 0))
+            if table_id in self._progressed:
+                attempts = 0  # the run published versions before it failed: progress, not a stuck table
             delay = min(MAX_BACKOFF_SECONDS, 0.1 * (2**attempts))
             self._backoff[table_id] = (time.monotonic() + delay, attempts + 1)
             msg = e.message if isinstance(e, CommitOwnerError) else f"{type(e).__name__}: {e}"

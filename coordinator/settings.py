@@ -70,7 +70,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("backfill_interval_ms", 0, "Also backfill every T milliseconds (0 = only on the batch trigger).", int),
     Setting("max_unbackfilled_commits", 50,
             "Refuse commits with 429 once a table has this many unbackfilled commits.", int),
-    Setting("backfill_lease_seconds", 30.0,
+    Setting("backfill_lease_seconds", 10.0,
             "How long a process holds a table's backfill lease before another may take it over.", float),
     Setting("max_body_bytes", 64 * 1024 * 1024, "Largest accepted request body (413 above).", int),
     Setting("request_timeout_seconds", 30.0, "Deadline for the storage and database work of one request.", float),
