@@ -48,30 +48,24 @@ def grow(env: BenchEnv, tables: int, rows: int, batch: int = 1000) -> dict[str, 
     tag = "a%03x" % (int(time.time() * 1000) % 4096)
     prefix = env.location("growth-")
     t0 = time.perf_counter()
-    db = env.sync_db()
+    sqlite = env.database == "sqlite"
+    add_tables, add_commits = (_SQLITE_TABLES, _SQLITE_COMMITS) if sqlite else (_PG_TABLES, _PG_COMMITS)
+    # Afterwards: fresh planner statistics, and the bulk load flushed now, since a checkpoint spread over
+    # the next minutes would compete with the probe for the 2 cores and the disk (the target is about
+    # large tables, not about a bulk load).
+    settle = (["ANALYZE", "PRAGMA wal_checkpoint(TRUNCATE)"] if sqlite
+              else ["VACUUM ANALYZE owned_tables", "VACUUM ANALYZE commits", "CHECKPOINT"])
+    db = env.sync_db()  # autocommit: the transaction below is explicit on both databases
     try:
-        if env.database == "sqlite":
-            db.execute("BEGIN IMMEDIATE")
-            db.execute(_SQLITE_TABLES, {"n": tables, "tag": tag, "prefix": prefix, "rows": rows})
-            for lo in range(1, tables + 1, batch):
-                db.execute(_SQLITE_COMMITS, {"lo": lo, "hi": min(tables, lo + batch - 1), "tag": tag, "rows": rows})
-            db.execute("COMMIT")
-            db.execute("ANALYZE")
-            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            n_tables = db.execute("SELECT count(*) FROM owned_tables").fetchone()[0]
-            n_commits = db.execute("SELECT count(*) FROM commits").fetchone()[0]
-        else:
-            with db.transaction():
-                db.execute(_PG_TABLES, {"n": tables, "tag": tag, "prefix": prefix, "rows": rows})
-                for lo in range(1, tables + 1, batch):
-                    db.execute(_PG_COMMITS, {"lo": lo, "hi": min(tables, lo + batch - 1), "tag": tag, "rows": rows})
-            db.execute("VACUUM ANALYZE owned_tables")
-            db.execute("VACUUM ANALYZE commits")
-            # Flush the bulk load now: a checkpoint spread over the next minutes would compete with the probe
-            # for the 2 cores and the disk, and the target is about large tables, not about a bulk load.
-            db.execute("CHECKPOINT")
-            n_tables = db.execute("SELECT count(*) FROM owned_tables").fetchone()[0]
-            n_commits = db.execute("SELECT count(*) FROM commits").fetchone()[0]
+        db.execute("BEGIN IMMEDIATE" if sqlite else "BEGIN")
+        db.execute(add_tables, {"n": tables, "tag": tag, "prefix": prefix, "rows": rows})
+        for lo in range(1, tables + 1, batch):
+            db.execute(add_commits, {"lo": lo, "hi": min(tables, lo + batch - 1), "tag": tag, "rows": rows})
+        db.execute("COMMIT")
+        for statement in settle:
+            db.execute(statement)
+        n_tables = db.execute("SELECT count(*) FROM owned_tables").fetchone()[0]
+        n_commits = db.execute("SELECT count(*) FROM commits").fetchone()[0]
     finally:
         db.close()
     time.sleep(2.0)  # let the machine settle (autovacuum workers wake up after big inserts)
