@@ -85,10 +85,9 @@ def serve(config: str | None, **overrides: Any) -> None:
     setup_logging(settings.log_level, settings.log_format)
     try:
         check_auth_mode(settings, warn=False)  # create_app logs the warning when forced
-        from .serve import EVENT_LOOPS, new_event_loop
+        from .serve import new_event_loop
 
-        if settings.event_loop not in EVENT_LOOPS or settings.event_loop == "uvloop":
-            new_event_loop(settings.event_loop).close()  # refuse a bad choice before anything starts
+        new_event_loop(settings.event_loop).close()  # refuse a bad choice before anything starts
     except ValueError as e:
         raise click.UsageError(str(e)) from None
 

@@ -169,12 +169,13 @@ class CommitService:
         if version < 0:
             raise InvalidCommitError(f"Commit version {version} is not valid: versions start at 0.")
         uid = parse_uuid(idempotency_key, "Idempotency-Key") if idempotency_key else str(uuid.uuid4())
+        key = uid if idempotency_key else None
         turn = self._turn(table_id)
         if (stale := turn.stale(version)) is not None:
-            return await self._stale(table_id, version, data, idempotency_key and uid, stale)
+            return await self._stale(table_id, version, data, key, stale)
         async with turn.lock:
             if (stale := turn.stale(version)) is not None:
-                return await self._stale(table_id, version, data, idempotency_key and uid, stale)
+                return await self._stale(table_id, version, data, key, stale)
             try:
                 result = await self._ratify(table_id, version, data, uid)
             except CommitVersionConflictError as e:
@@ -193,16 +194,12 @@ class CommitService:
         """
         if key is None:
             raise stale
-        prior = await self.store.commit_by_key(table_id, key)
+        prior = await self.store.replay(table_id, key, version, hashlib.sha256(data).hexdigest(),
+                                        stale.latest_table_version)
         if prior is None:
             raise stale
-        if prior.version == version and prior.content_sha256 == hashlib.sha256(data).hexdigest():
-            place = await self.place(table_id)
-            return prior.to_json(place.location, place.commit_dir)
-        raise IdempotencyKeyReusedError(
-            f"idempotency key {key} was already used for version {prior.version} with different content",
-            latest_table_version=stale.latest_table_version,
-        )
+        place = await self.place(table_id)
+        return prior.to_json(place.location, place.commit_dir)
 
     async def _ratify(self, table_id: str, version: int, data: bytes, uid: str) -> dict[str, Any]:
         body = parse_commit_body(data, max_line_bytes=self.settings.max_line_bytes)

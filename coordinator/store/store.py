@@ -190,27 +190,11 @@ class OwnershipStore:
         )
 
     async def _classify(self, row: CommitRow, max_unbackfilled: int) -> CommitRow:
-        async with self._tx(write=False) as conn:
-            trow = (await conn.execute(select(owned_tables).where(owned_tables.c.table_id == row.table_id))).first()
-            if trow is None:
-                raise TableNotFoundError(f"no table with id {row.table_id}")
-            table = _table(trow)
-            same_key = (
-                await conn.execute(
-                    select(commits).where(
-                        and_(commits.c.table_id == row.table_id, commits.c.idempotency_key == row.idempotency_key)
-                    )
-                )
-            ).first()
-        if same_key is not None:
-            prior = _commit(same_key)
-            if prior.version == row.version and prior.content_sha256 == row.content_sha256:
-                return prior
-            raise IdempotencyKeyReusedError(
-                f"idempotency key {row.idempotency_key} was already used for version {prior.version} "
-                "with different content",
-                latest_table_version=table.reported_latest,
-            )
+        table = await self.get_table(row.table_id)
+        prior = await self.replay(row.table_id, row.idempotency_key, row.version, row.content_sha256,
+                                  table.reported_latest)
+        if prior is not None:
+            return prior
         v, latest = row.version, table.latest_version
         if not table.accepting:
             raise TableNotAcceptingCommitsError(
@@ -237,19 +221,24 @@ class OwnershipStore:
         # backlog was full and the backfiller freed it). Not a conflict, since version v is still free.
         raise _StateMoved()
 
-    async def commit_by_key(self, table_id: str, key: str) -> CommitRow | None:
-        """The commit ratified with idempotency key ``key``, if any."""
-        async with self._tx(write=False, single=True) as conn:
-            r = (await conn.execute(
-                select(commits).where(and_(commits.c.table_id == table_id, commits.c.idempotency_key == key))
-            )).first()
-        return _commit(r) if r is not None else None
+    async def replay(self, table_id: str, key: str, version: int, sha256: str,
+                     latest_table_version: int | None) -> CommitRow | None:
+        """The commit ratified under idempotency key ``key`` when this proposal repeats it (same version,
+        same bytes); None when the key was never used. Raises IdempotencyKeyReusedError otherwise."""
+        prior = await self._find_commit(commits.c.table_id == table_id, commits.c.idempotency_key == key)
+        if prior is None or (prior.version == version and prior.content_sha256 == sha256):
+            return prior
+        raise IdempotencyKeyReusedError(
+            f"idempotency key {key} was already used for version {prior.version} with different content",
+            latest_table_version=latest_table_version,
+        )
 
     async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
+        return await self._find_commit(commits.c.table_id == table_id, commits.c.version == version)
+
+    async def _find_commit(self, *cond: Any) -> CommitRow | None:
         async with self._tx(write=False, single=True) as conn:
-            r = (await conn.execute(
-                select(commits).where(and_(commits.c.table_id == table_id, commits.c.version == version))
-            )).first()
+            r = (await conn.execute(select(commits).where(and_(*cond)))).first()
         return _commit(r) if r is not None else None
 
     async def get_commits(
