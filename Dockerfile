@@ -10,7 +10,7 @@ COPY client ./client
 COPY backfill ./backfill
 COPY schema ./schema
 RUN pip install --no-cache-dir --upgrade pip \
- && pip wheel --no-cache-dir --wheel-dir /wheels .
+ && pip wheel --no-cache-dir --wheel-dir /wheels '.[maintain]'
 
 FROM python:3.11-slim
 RUN useradd --system --uid 10001 --home-dir /srv/owner --create-home owner

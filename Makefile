@@ -7,7 +7,7 @@ HOST   ?= 127.0.0.1
 PORT   ?= 8080
 
 .DEFAULT_GOAL := help
-.PHONY: help run test install install-test migrate clean config-docs test-system-deps chaos bench bench-smoke
+.PHONY: help run test lint install install-test install-sail install-uc-client migrate clean config-docs test-system-deps chaos bench bench-smoke
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -21,12 +21,43 @@ $(BIN)/python:
 	@touch $@
 
 .stamp-install-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install --quiet -e '.[test,spark]'
+	$(BIN)/pip install --quiet -e '.[test,spark,delta-spark]'
 	@touch $@
+
+# Sail (a Spark Connect server) and the PySpark client that drives it: outside clients of the Unity Catalog
+# facade, in their own virtualenv so their pins never touch the service's. A failed install does not stop
+# `make test`: it is printed loudly and written to $(SAIL_VENV)/INSTALL_FAILED, the Sail tests skip with it,
+# and the next make tries again.
+SAIL_VENV ?= .venv-sail
+SAIL_PINS := 'pysail>=0.7,<0.8' 'pyspark-client==4.2.0'
+
+.stamp-sail:
+	rm -rf $(SAIL_VENV)
+	$(PYTHON) -m venv $(SAIL_VENV)
+	@if $(SAIL_VENV)/bin/pip install --quiet $(SAIL_PINS) > $(SAIL_VENV)/install.log 2>&1; then \
+	  echo "$(SAIL_VENV): $$($(SAIL_VENV)/bin/sail --version)"; touch $@; \
+	else \
+	  tail -n 20 $(SAIL_VENV)/install.log > $(SAIL_VENV)/INSTALL_FAILED; \
+	  echo "!!! could not install $(SAIL_PINS) into $(SAIL_VENV); the Sail tests will SKIP (retried next make):"; \
+	  cat $(SAIL_VENV)/INSTALL_FAILED; \
+	fi
 
 install: .stamp-install ## Create .venv and install the service
 
 install-test: .stamp-install-test ## Install the service with its test dependencies
+
+install-sail: .stamp-sail ## Create .venv-sail with Sail and the PySpark client (the Unity Catalog tests' judge)
+
+# unitycatalog-client pins aiohttp and pydantic below the service's versions: it gets its own virtualenv,
+# driven by tests/unity/test_uc_client.py. A failed install is reported and those tests skip with the reason.
+UC_VENV ?= .venv-uc
+UC_CLIENT ?= unitycatalog-client>=0.7,<0.8
+
+$(UC_VENV)/.stamp:
+	@$(PYTHON) -m venv $(UC_VENV) && $(UC_VENV)/bin/pip install --quiet '$(UC_CLIENT)' && touch $@ \
+	  || echo "!!! could not install $(UC_CLIENT) into $(UC_VENV): tests/unity/test_uc_client.py will skip !!!"
+
+install-uc-client: $(UC_VENV)/.stamp ## Create .venv-uc with unitycatalog-client (its pins clash with the service's)
 
 migrate: install ## Create or upgrade the database schema
 	$(BIN)/commit-owner migrate --database-url '$(DB_URL)'
@@ -35,7 +66,11 @@ run: migrate ## Start the service on SQLite + local files at 127.0.0.1:8080
 	mkdir -p warehouse
 	$(BIN)/commit-owner serve --database-url '$(DB_URL)' --host $(HOST) --port $(PORT)
 
-test: install-test ## Install test dependencies and run the whole suite
+lint: install-test ## ruff and mypy (configured in pyproject.toml; part of make test)
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+test: install-test install-sail install-uc-client lint ## Install test dependencies, lint, and run the whole suite
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The status-page test drives Debian's Chromium headless; install it on a fresh machine (needs root or sudo).
@@ -59,4 +94,4 @@ bench: install-test ## Full benchmark (about 5 minutes): docs/bench/bench.{json,
 	$(BIN)/commit-owner bench --json docs/bench/bench.json --png docs/bench/bench.png --markdown docs/bench/bench.md
 
 clean: ## Remove the virtualenv, the embedded database and caches
-	rm -rf $(VENV) .stamp-* commit-owner.db* .pytest_cache bench-smoke.json
+	rm -rf $(VENV) $(SAIL_VENV) $(UC_VENV) .stamp-* commit-owner.db* .pytest_cache bench-smoke.json

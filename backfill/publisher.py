@@ -1,6 +1,6 @@
 """Publishing ratified commits of one table, in ascending order, put-if-absent.
 
-Rules (PROTOCOL.md section 6, K08/K09):
+Rules (docs/backfill.md):
 
 * version v is published only after v-1: the loop walks the unbackfilled rows in order and stops at
   the first failure, so ``<v+1>.json`` never exists without ``<v>.json``;
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from client.errors import CommitOwnerError, ForeignCommitFileError, UnavailableError
-from coordinator.locations import delta_file, staged_file
+from client.errors import ForeignCommitFileError, UnavailableError
+from client.layout import delta_file, delta_file_name, staged_file
 from coordinator.storage import StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 
@@ -32,7 +32,6 @@ class BackfillResult:
     published: list[int] = field(default_factory=list)
     already_present: list[int] = field(default_factory=list)
     backfilled_through: int = -1
-    error: str | None = None
 
 
 async def backfill_table(
@@ -65,8 +64,7 @@ async def backfill_table(
                 )
             data = cached(table.table_id, row.version) if cached else None
             if data is None:
-                uid = row.file_name.split(".")[1]
-                data = await _read(storage, staged_file(table.location, table.commit_dir, row.version, uid))
+                data = await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
             if hashlib.sha256(data).hexdigest() != row.content_sha256:
                 raise UnavailableError(
                     f"staged file of version {row.version} does not match its ratified checksum; not publishing"
@@ -80,7 +78,7 @@ async def backfill_table(
                 existing = await _read(storage, target)
                 if existing != data:
                     reason = (
-                        f"_delta_log/{row.version:020d}.json exists with content the owner did not ratify "
+                        f"_delta_log/{delta_file_name(row.version)} exists with content the owner did not ratify "
                         "(written around the owner); the table is fenced and the file left untouched"
                     )
                     log.error("FOREIGN COMMIT FILE in table %s at %s: %s", table.table_id, table.location, reason)
@@ -95,9 +93,6 @@ async def backfill_table(
                 on_version(row.version)
             if on_row:
                 on_row(row)
-    except CommitOwnerError as e:
-        result.error = e.message
-        raise
     finally:
         if done > table.latest_backfilled_version:
             await store.mark_backfilled(table.table_id, done)
@@ -130,8 +125,7 @@ async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: Tabl
         row = await store.get_commit(table.table_id, v)
         if row is None:
             break
-        uid = row.file_name.split(".")[1]
-        data = await _read(storage, staged_file(table.location, table.commit_dir, v, uid))
+        data = await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
         try:
             await backend.put_if_absent(target, data)
             fixed.append(v)

@@ -17,7 +17,8 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from client.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
 from coordinator.settings import Settings
@@ -44,6 +45,7 @@ class Backfiller:
         *,
         holder: str | None = None,
         background: bool = True,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.storage = storage
@@ -63,7 +65,7 @@ class Backfiller:
         self._held: dict[str, tuple[float, float]] = {}
         self._progressed: set[str] = set()  # tables that published something in the current run
         self.on_result: Callable[[BackfillResult], None] | None = None
-        self.metrics: Metrics | None = None
+        self.metrics = metrics
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -118,7 +120,7 @@ class Backfiller:
     async def after_commit(self, table_id: str, version: int, data: bytes, gives_up_ownership: bool) -> None:
         """Called once version ``version`` is ratified. Never raises: a ratified commit stays ratified (K16)."""
         if gives_up_ownership:
-            # The release commit is published at once, with everything before it (PROTOCOL.md section 5).
+            # The release commit is published at once, with everything before it (docs/lifecycle.md).
             self._remember(table_id, version, data)
             try:
                 await self.backfill(table_id, version)
@@ -181,15 +183,16 @@ class Backfiller:
                     return table
                 if await self._lease(table_id):
                     try:
-                        if needs_repair:
+                        if needs_repair and last_known_backfilled is not None:
                             fixed = await repair_hole(self.store, self.storage, table, last_known_backfilled)
                             if fixed:
                                 log.warning("table %s: re-published missing versions %s", table_id, fixed)
                             last_known_backfilled = None
+                        metrics = self.metrics
                         result = await backfill_table(
                             self.store, self.storage, table, target, cached=self._cached, rows=rows,
                             on_version=lambda _v: self._progressed.add(table_id),
-                            on_row=(lambda r: self.metrics.observe_published(r.ratified_at)) if self.metrics else None,
+                            on_row=(lambda r: metrics.observe_published(r.ratified_at)) if metrics else None,  # noqa: B023
                         )
                     finally:
                         if not self.background:

@@ -1,11 +1,13 @@
 """Python client of delta-commit-owner: the Delta commit-owner contract over HTTP.
 
-Imports only the standard library, so Spark drivers and ops scripts need nothing else.
+Imports only the standard library, so Spark drivers and ops scripts need nothing else. :func:`write_table`
+writes pyarrow, pandas or Polars data to an owned table (it imports pyarrow when called).
 """
 
 from .errors import *  # noqa: F401,F403
 from .errors import __all__ as _errors_all
 from .http import CommitOwnerClient, encode_actions
 from .models import Commit, CommitsPage, TableInfo
+from .write import write_table
 
-__all__ = ["CommitOwnerClient", "Commit", "CommitsPage", "TableInfo", "encode_actions", *_errors_all]
+__all__ = ["CommitOwnerClient", "Commit", "CommitsPage", "TableInfo", "encode_actions", "write_table", *_errors_all]

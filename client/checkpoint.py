@@ -8,15 +8,14 @@ reader then falls back to replaying JSON commits when they are still present.
 from __future__ import annotations
 
 import io
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import CheckpointUnreadableError
 
 # Fields that are Parquet maps in a checkpoint and JSON objects in a commit file.
 _MAP_FIELDS = frozenset({"partitionValues", "configuration", "options", "tags"})
 _ACTION_COLUMNS = ("add", "metaData", "protocol", "txn", "domainMetadata")
-
-
-class CheckpointUnreadableError(RuntimeError):
-    """A checkpoint is needed but cannot be read (pyarrow missing, or the file is damaged)."""
 
 
 def _pyarrow_parquet() -> Any:
@@ -39,11 +38,13 @@ def _normalize(value: Any, key: str | None = None) -> Any:
     return value
 
 
-def read_checkpoint_parts(parts: Iterable[bytes]) -> list[dict[str, Any]]:
+def read_checkpoint_parts(parts: Iterable[bytes], *, tombstones: bool = False) -> list[dict[str, Any]]:
     """The actions of a checkpoint, given the bytes of each of its parts.
 
     Returns one single-key dict per row that carries an ``add``, ``metaData``, ``protocol``, ``txn`` or
-    ``domainMetadata`` (tombstones are not part of a snapshot's state). Raises CheckpointUnreadableError.
+    ``domainMetadata`` (tombstones are not part of a snapshot's state); with ``tombstones`` also the
+    ``remove`` rows (the checkpoint writer carries them into the next checkpoint). Raises
+    CheckpointUnreadableError.
     """
     pq = _pyarrow_parquet()
     actions: list[dict[str, Any]] = []
@@ -52,7 +53,8 @@ def read_checkpoint_parts(parts: Iterable[bytes]) -> list[dict[str, Any]]:
             table = pq.read_table(io.BytesIO(data))
         except Exception as e:  # pyarrow raises several unrelated types for a damaged file
             raise CheckpointUnreadableError(f"cannot read checkpoint part: {e}") from e
-        columns = [c for c in _ACTION_COLUMNS if c in table.column_names]
+        wanted = (*_ACTION_COLUMNS, "remove") if tombstones else _ACTION_COLUMNS
+        columns = [c for c in wanted if c in table.column_names]
         for row in table.select(columns).to_pylist():
             for col in columns:
                 if row.get(col) is not None:

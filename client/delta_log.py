@@ -1,4 +1,6 @@
-"""Delta log facts the lifecycle and the snapshot reader share: file names, property generations, actions.
+"""Delta log facts the lifecycle and the snapshot reader share: property generations and actions.
+
+File names, commit folders and locations live in :mod:`client.layout`.
 
 Standard library only. Nothing here touches storage or the network.
 
@@ -8,6 +10,12 @@ Property generations (which names a table carries, see docs/lifecycle.md):
 * ``coordinatedCommits-preview``: delta-spark 3.3 / 4.x names, writer features ``coordinatedCommits-preview`` and
   ``vacuumProtocolCheck`` (also a reader feature, reader version 3); folder ``_staged_commits`` for Delta >= 4.0.
 * ``managed-commit-dev``: delta-spark 3.2's test-only names; recognised when reading, never written.
+* ``catalogManaged``: catalog-managed tables (Unity Catalog's API, Sail, delta-spark >= 4.0.1): reader+writer
+  feature ``catalogManaged`` (reader 3 / writer 7, with ``inCommitTimestamp`` and ``vacuumProtocolCheck``),
+  property ``delta.feature.catalogManaged=supported`` and the table id in ``io.unitycatalog.tableId``
+  (``ucTableId`` before); folder ``_staged_commits``. The table names no endpoint: the engine finds its
+  catalog by its own configuration, so readers and writers are handed the owner's client. Created, never
+  taken over (Delta enables the feature only when a table is created).
 """
 
 from __future__ import annotations
@@ -16,12 +24,15 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal
 
+from .delta_schema import SchemaError, parse_schema, top_level_types
 from .errors import InvalidArgumentError
+from .layout import COMMITS_DIR, STAGED_COMMITS_DIR
 
-ProtocolName = Literal["managedCommit", "coordinatedCommits-preview"]
+ProtocolName = Literal["managedCommit", "coordinatedCommits-preview", "catalogManaged"]
 
 ICT_FEATURE = "inCommitTimestamp"
 ICT_ENABLE = "delta.enableInCommitTimestamps"
@@ -39,13 +50,28 @@ class Generation:
 
     name: str
     writer_feature: str
+    #: The property whose presence names the owner. Its value is the owner's name, or, for a generation
+    #: without owner conf (catalogManaged), the table id itself.
     owner_key: str
-    owner_conf_key: str
-    table_conf_key: str
+    owner_conf_key: str | None
+    table_conf_key: str | None
     extra_writer_features: tuple[str, ...] = ()
     reader_features: tuple[str, ...] = ()
-    default_commit_dir: str = "_commits"
+    default_commit_dir: str = COMMITS_DIR
     writable: bool = True
+    #: Older names of ``owner_key``, recognised when reading.
+    legacy_owner_keys: tuple[str, ...] = ()
+    #: Properties written beside the owner key (feature switches).
+    feature_properties: tuple[tuple[str, str], ...] = ()
+    #: Whether take_ownership may move an existing table into this generation.
+    takes_over: bool = True
+
+    @property
+    def property_keys(self) -> tuple[str, ...]:
+        """Every table property this generation owns (removed on release, refused from callers)."""
+        keys = (self.owner_key, *self.legacy_owner_keys, self.owner_conf_key, self.table_conf_key,
+                *(k for k, _ in self.feature_properties))
+        return tuple(k for k in keys if k)
 
 
 MANAGED_COMMIT = Generation(
@@ -63,7 +89,7 @@ COORDINATED_COMMITS_PREVIEW = Generation(
     table_conf_key="delta.coordinatedCommits.tableConf-preview",
     extra_writer_features=("vacuumProtocolCheck",),
     reader_features=("vacuumProtocolCheck",),
-    default_commit_dir="_staged_commits",
+    default_commit_dir=STAGED_COMMITS_DIR,
 )
 MANAGED_COMMITS_DEV = Generation(
     name="managed-commit-dev",
@@ -73,8 +99,23 @@ MANAGED_COMMITS_DEV = Generation(
     table_conf_key="delta.managedCommits.tableConf-dev",
     writable=False,
 )
-GENERATIONS: tuple[Generation, ...] = (MANAGED_COMMIT, COORDINATED_COMMITS_PREVIEW, MANAGED_COMMITS_DEV)
-COMMIT_DIRS = ("_commits", "_staged_commits")
+CATALOG_MANAGED = Generation(
+    name="catalogManaged",
+    writer_feature="catalogManaged",
+    owner_key="io.unitycatalog.tableId",
+    owner_conf_key=None,
+    table_conf_key=None,
+    extra_writer_features=("vacuumProtocolCheck",),
+    reader_features=("catalogManaged", "vacuumProtocolCheck"),
+    default_commit_dir=STAGED_COMMITS_DIR,
+    legacy_owner_keys=("ucTableId",),
+    feature_properties=(("delta.feature.catalogManaged", "supported"),),
+    takes_over=False,
+)
+GENERATIONS: tuple[Generation, ...] = (MANAGED_COMMIT, COORDINATED_COMMITS_PREVIEW, MANAGED_COMMITS_DEV,
+                                       CATALOG_MANAGED)
+#: The table property holding a catalog-managed table's id (the Unity Catalog API's name for it).
+TABLE_ID_PROPERTY = CATALOG_MANAGED.owner_key
 
 # Legacy protocol versions imply these features; a writer-version-7 protocol must list them explicitly.
 _LEGACY_WRITER_FEATURES = {
@@ -95,10 +136,17 @@ def generation(protocol: str) -> Generation:
     raise InvalidArgumentError(f"unknown protocol {protocol!r}: use one of {names}")
 
 
+def _owner_value(g: Generation, configuration: Mapping[str, str]) -> str | None:
+    for key in (g.owner_key, *g.legacy_owner_keys):
+        if configuration.get(key):
+            return configuration[key]
+    return None
+
+
 def owner_generation(configuration: Mapping[str, str]) -> Generation | None:
     """The generation whose owner property a table's configuration carries, or None for a filesystem table."""
     for g in GENERATIONS:
-        if configuration.get(g.owner_key):
+        if _owner_value(g, configuration):
             return g
     return None
 
@@ -114,6 +162,7 @@ class OwnerRef:
 
     @property
     def endpoint(self) -> str | None:
+        """The owner's endpoint the table names; None for catalog-managed tables (they name none)."""
         return self.owner_conf.get("endpoint")
 
     @property
@@ -126,9 +175,12 @@ def owner_ref(configuration: Mapping[str, str]) -> OwnerRef | None:
     g = owner_generation(configuration)
     if g is None:
         return None
+    value = _owner_value(g, configuration) or ""
+    if g.owner_conf_key is None or g.table_conf_key is None:
+        return OwnerRef(generation=g, owner_name=value, owner_conf={}, table_conf={"tableId": value})
     return OwnerRef(
         generation=g,
-        owner_name=configuration[g.owner_key],
+        owner_name=value,
         owner_conf=_json_map(configuration.get(g.owner_conf_key), g.owner_conf_key),
         table_conf=_json_map(configuration.get(g.table_conf_key), g.table_conf_key),
     )
@@ -165,41 +217,6 @@ def check_no_secrets(conf: Mapping[str, str]) -> None:
             )
         if re.match(r"^[a-z][a-z0-9+.-]*://[^/@\s]+:[^/@\s]*@", str(value), re.I):
             raise InvalidArgumentError(f"owner conf value of {key!r} embeds credentials in a URL")
-
-
-# -- file names --------------------------------------------------------------------------------------------
-
-_DELTA_FILE = re.compile(r"^(\d{20})\.json$")
-_CHECKPOINT_FILE = re.compile(r"^(\d{20})\.checkpoint(?:\.(\d{10})\.(\d{10}))?\.parquet$")
-_STAGED_FILE = re.compile(r"^(\d{20})\.([0-9a-fA-F-]{36})\.json$")
-
-
-def delta_file_name(version: int) -> str:
-    return f"{version:020d}.json"
-
-
-def staged_file_name(version: int, uid: str | None = None) -> str:
-    return f"{version:020d}.{uid or uuid.uuid4()}.json"
-
-
-def parse_delta_file(name: str) -> int | None:
-    m = _DELTA_FILE.match(name)
-    return int(m.group(1)) if m else None
-
-
-def parse_checkpoint_file(name: str) -> tuple[int, int, int] | None:
-    """``(version, part, parts)`` of a classic checkpoint file name (single part is ``(v, 1, 1)``), else None."""
-    m = _CHECKPOINT_FILE.match(name)
-    if not m:
-        return None
-    if m.group(2) is None:
-        return int(m.group(1)), 1, 1
-    return int(m.group(1)), int(m.group(2)), int(m.group(3))
-
-
-def parse_staged_file(name: str) -> int | None:
-    m = _STAGED_FILE.match(name)
-    return int(m.group(1)) if m else None
 
 
 # -- actions -----------------------------------------------------------------------------------------------
@@ -303,7 +320,12 @@ def _legacy_form(protocol: dict[str, Any]) -> dict[str, Any]:
 
 def owner_properties(gen: Generation, *, owner_name: str, owner_conf: Mapping[str, str],
                      table_conf: Mapping[str, str]) -> dict[str, str]:
-    """The table properties that name the owner, in ``gen``'s names."""
+    """The table properties that name the owner, in ``gen``'s names (for catalogManaged: the feature switch and
+    the table id from ``table_conf``; the endpoint is not written)."""
+    if gen.owner_conf_key is None or gen.table_conf_key is None:
+        if not table_conf.get("tableId"):
+            raise InvalidArgumentError(f"a {gen.name} table needs its table id (table_conf tableId)")
+        return {**dict(gen.feature_properties), gen.owner_key: str(table_conf["tableId"])}
     return {
         gen.owner_key: owner_name,
         gen.owner_conf_key: json.dumps(dict(owner_conf), separators=(",", ":"), sort_keys=True),
@@ -313,8 +335,13 @@ def owner_properties(gen: Generation, *, owner_name: str, owner_conf: Mapping[st
 
 def without_owner_properties(configuration: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``configuration`` without the owner properties of any generation."""
-    keys = {k for g in GENERATIONS for k in (g.owner_key, g.owner_conf_key, g.table_conf_key)}
+    keys = owner_property_keys()
     return {k: v for k, v in configuration.items() if k not in keys}
+
+
+def owner_property_keys() -> frozenset[str]:
+    """Every property any generation uses to name an owner: set by the owner's lifecycle, never by callers."""
+    return frozenset(k for g in GENERATIONS for k in g.property_keys)
 
 
 def new_metadata(schema: Mapping[str, Any] | str, partition_columns: Iterable[str],
@@ -322,12 +349,14 @@ def new_metadata(schema: Mapping[str, Any] | str, partition_columns: Iterable[st
                  description: str | None = None, created_time: int | None = None) -> dict[str, Any]:
     """A ``metaData`` action for a new table. ``schema`` is a Delta struct type (dict or its JSON string).
 
-    Raises InvalidArgumentError when the schema is not a struct or a partition column is not in it.
+    Raises InvalidArgumentError when the schema does not follow Delta's format (the owner would refuse it) or a
+    partition column is not in it.
     """
-    schema_obj = json.loads(schema) if isinstance(schema, str) else dict(schema)
-    if schema_obj.get("type") != "struct" or not isinstance(schema_obj.get("fields"), list):
-        raise InvalidArgumentError('schema must be a Delta struct type: {"type": "struct", "fields": [...]}')
-    names = {f.get("name") for f in schema_obj["fields"] if isinstance(f, dict)}
+    try:
+        schema_obj = parse_schema(schema)
+    except SchemaError as e:
+        raise InvalidArgumentError(f"schema {e}") from None
+    names = set(top_level_types(schema_obj))
     parts = list(partition_columns)
     missing = [c for c in parts if c not in names]
     if missing:

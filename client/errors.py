@@ -136,6 +136,20 @@ class TableAlreadyExistsError(CommitOwnerError):
     http_status = 409
 
 
+class NotFoundError(CommitOwnerError):
+    """No catalog, schema, staging table or table name of this name exists (404)."""
+
+    code = "NOT_FOUND"
+    http_status = 404
+
+
+class AlreadyExistsError(CommitOwnerError):
+    """A catalog, schema or table name of this name already exists (409)."""
+
+    code = "ALREADY_EXISTS"
+    http_status = 409
+
+
 class PayloadTooLargeError(CommitOwnerError):
     """The request body is larger than the configured limit (413)."""
 
@@ -228,6 +242,13 @@ class OwnershipProposalLostError(CommitFailedError):
     conflict = True
 
 
+class OwnershipPublishedError(InvalidArgumentError):
+    """The table's first commit is published naming this owner: it is owned and cannot be forgotten;
+    release it instead (400)."""
+
+    code = "OWNERSHIP_PUBLISHED"
+
+
 class IncompleteLogError(CommitOwnerError):
     """The log lacks a version needed to build the snapshot (deleted or never published) (500)."""
 
@@ -238,6 +259,53 @@ class SnapshotRaceError(UnavailableError):
     """Listing and the owner's answer kept disagreeing after several re-lists; try again (503, retryable)."""
 
     code = "SNAPSHOT_RACE"
+
+
+class CheckpointUnreadableError(CommitOwnerError):
+    """A checkpoint is needed but cannot be read (pyarrow missing, or the file is damaged) (500)."""
+
+    code = "CHECKPOINT_UNREADABLE"
+
+
+class TableChangedError(CommitFailedError):
+    """An overwrite lost the race to a commit that changed the table; nothing was committed (false/true).
+
+    Re-run the overwrite against the new state if it should still replace everything.
+    """
+
+    code = "TABLE_CHANGED"
+    http_status = 409
+    retryable = False
+    conflict = True
+
+
+# Errors of the service's own start-up and commands (never on the wire).
+
+class SchemaOutOfDateError(CommitOwnerError):
+    """The database has not been migrated to the schema this version of the service needs (exit code 3)."""
+
+    code = "SCHEMA_OUT_OF_DATE"
+    http_status = 503
+
+
+# Errors of the delta-spark bridge (client/spark/bridge.py): raised in the driver, never sent by the owner.
+
+class DeltaSparkUnavailableError(CommitOwnerError):
+    """The driver JVM lacks what delta-spark's commit-coordinator API needs: delta-spark itself (>= 3.3), or
+    the AWS SDK v1 DynamoDB classes its ``CommitCoordinatorProvider`` loads. The message says what to add."""
+
+    code = "DELTA_SPARK_UNAVAILABLE"
+    http_status = 0
+
+
+class CommitDirMismatchError(CommitOwnerError):
+    """The owner stages this table's commits in a folder this Delta version does not read.
+
+    Delta >= 4.0 reads only ``_delta_log/_staged_commits``, Delta 3.3 only ``_delta_log/_commits``.
+    """
+
+    code = "COMMIT_DIR_MISMATCH"
+    http_status = 0
 
 
 _BY_CODE: dict[str, type[CommitOwnerError]] = {
@@ -253,6 +321,8 @@ _BY_CODE: dict[str, type[CommitOwnerError]] = {
         ForeignCommitFileError,
         TableNotFoundError,
         TableAlreadyExistsError,
+        NotFoundError,
+        AlreadyExistsError,
         PayloadTooLargeError,
         UnauthenticatedError,
         PermissionDeniedError,
@@ -264,9 +334,9 @@ _BY_CODE: dict[str, type[CommitOwnerError]] = {
         VersionMismatchError,
         VersionNotFoundError,
         OwnershipProposalLostError,
+        OwnershipPublishedError,
     )
 }
-_BY_CODE["OWNERSHIP_PUBLISHED"] = InvalidArgumentError
 
 
 # Replies without a known code (a proxy's 401, say) still map to the class their status means.

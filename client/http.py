@@ -1,9 +1,11 @@
 """The synchronous HTTP client of the commit owner (standard library only, safe to share across threads).
 
 Transient failures (connection errors, timeouts, 503, 5xx) are retried with exponential backoff,
-full jitter and a total deadline. Commits always carry an idempotency key (one is generated when the
-caller gives none) and every retry reuses it, so a retry after a lost reply can never create a
-second version: the owner answers it with the original result.
+full jitter and a total deadline. Reads (GET) give up on an owner that cannot be connected to after
+``connect_deadline`` (10 s by default), so a reader whose table names an owner that moved or stopped fails
+quickly with an UnavailableError that says where the endpoint came from. Commits always carry an
+idempotency key (one is generated when the caller gives none) and every retry reuses it, so a retry
+after a lost reply can never create a second version: the owner answers it with the original result.
 """
 
 from __future__ import annotations
@@ -14,22 +16,29 @@ import random
 import threading
 import time
 import uuid
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from .errors import (
-    CommitOwnerError,
     CommitStateUnknownError,
     PermissionDeniedError,
     TooManyUnbackfilledCommitsError,
     UnavailableError,
     error_from_envelope,
 )
+from .layout import COMMITS_DIR
 from .models import Commit, CommitsPage, TableInfo
 
 Actions = bytes | str | Iterable[Mapping[str, Any] | str]
 
 _NO_BODY = object()
+
+#: Environment variable naming the owner's endpoint: the default of writers without ``endpoint=``, and for
+#: readers an override of the endpoint a table's properties name (e.g. after the owner moved).
+ENDPOINT_ENV = "COMMIT_OWNER_ENDPOINT"
+#: Default seconds a read (GET) keeps retrying an owner it cannot connect to.
+READ_CONNECT_DEADLINE = 10.0
 
 
 def encode_actions(actions: Actions) -> bytes:
@@ -52,6 +61,9 @@ class CommitOwnerClient:
     :param token: bearer token, if the service requires authentication.
     :param timeout: seconds for one HTTP request.
     :param deadline: total seconds a call may spend retrying transient failures.
+    :param connect_deadline: seconds a read (GET) may spend failing to connect before it raises
+        UnavailableError; writes keep ``deadline``, since an owner restarting is worth waiting for.
+    :param origin: where ``endpoint`` came from (e.g. a table property), said in the unreachable error.
     """
 
     def __init__(
@@ -63,6 +75,8 @@ class CommitOwnerClient:
         deadline: float = 120.0,
         backoff_base: float = 0.05,
         backoff_max: float = 2.0,
+        connect_deadline: float = READ_CONNECT_DEADLINE,
+        origin: str | None = None,
     ) -> None:
         parts = urlsplit(endpoint.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -77,18 +91,23 @@ class CommitOwnerClient:
         self.deadline = deadline
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
+        self.connect_deadline = connect_deadline
+        self.origin = origin
         self._local = threading.local()
 
     # -- the Delta commit-owner contract ------------------------------------------------------------
 
     def register_table(
-        self, location: str, *, current_version: int = -1, commit_dir: str = "_commits"
+        self, location: str, *, current_version: int = -1, commit_dir: str = COMMITS_DIR, name: str | None = None
     ) -> TableInfo:
         """Register ``location`` with the owner; the table's version before ownership is ``current_version``.
+        ``name`` (``catalog.schema.table``, optional) makes it visible by name through the Unity Catalog API.
 
-        Raises TableAlreadyExistsError, InvalidArgumentError.
+        Raises TableAlreadyExistsError, InvalidArgumentError, AlreadyExistsError, NotFoundError.
         """
-        body = {"location": location, "currentVersion": current_version, "commitDir": commit_dir}
+        body: dict[str, Any] = {"location": location, "currentVersion": current_version, "commitDir": commit_dir}
+        if name is not None:
+            body["name"] = name
         return TableInfo.from_json(self._call("POST", "/tables", json_body=body))
 
     def commit(
@@ -173,7 +192,7 @@ class CommitOwnerClient:
             conn.close()
             self._local.conn = None
 
-    def __enter__(self) -> "CommitOwnerClient":
+    def __enter__(self) -> CommitOwnerClient:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -189,13 +208,31 @@ class CommitOwnerClient:
             self._local.conn = conn
         return conn
 
-    def _sleep(self, attempt: int, started: float) -> bool:
-        remaining = self.deadline - (time.monotonic() - started)
+    def _sleep(self, attempt: int, started: float, deadline: float | None = None) -> bool:
+        remaining = (self.deadline if deadline is None else deadline) - (time.monotonic() - started)
         if remaining <= 0:
             return False
         delay = random.uniform(0, min(self.backoff_max, self.backoff_base * (2**attempt)))
         time.sleep(min(delay, remaining))
         return True
+
+    def _connect(self, conn: http.client.HTTPConnection, read_started: float | None) -> None:
+        """Open the connection; a read's connect attempt is bounded by what is left of ``connect_deadline``."""
+        if read_started is None:
+            conn.connect()
+            return
+        left = self.connect_deadline - (time.monotonic() - read_started)
+        conn.timeout = max(0.1, min(self.timeout, left))
+        try:
+            conn.connect()
+        finally:
+            conn.timeout = self.timeout
+        if conn.sock is not None:
+            conn.sock.settimeout(self.timeout)
+
+    def _unreachable(self, e: BaseException, waited: float) -> str:
+        origin = f" ({self.origin})" if self.origin else ""
+        return f"commit owner unreachable at {self.endpoint}{origin} after {waited:.1f} s: {e}"
 
     def _call(
         self,
@@ -217,11 +254,16 @@ class CommitOwnerClient:
             hdrs["Authorization"] = f"Bearer {self._token}"
         started = time.monotonic()
         attempt = 0
-        last: BaseException | None = None
+        reading = method == "GET"
         while True:
             sent = False
+            connecting = False
             try:
                 conn = self._connection()
+                if conn.sock is None:
+                    connecting = True
+                    self._connect(conn, started if reading else None)
+                    connecting = False
                 conn.request(method, self._prefix + path, body=body, headers=hdrs)
                 sent = True
                 resp = conn.getresponse()
@@ -229,19 +271,22 @@ class CommitOwnerClient:
                 status = resp.status
             except (OSError, http.client.HTTPException) as e:
                 self.close()
-                last = e
                 if not sent and attempt == 0 and isinstance(e, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)):
                     # a kept-alive connection closed by the server before we used it: reconnect at once
                     attempt += 1
                     continue
                 attempt += 1
+                if connecting and reading:
+                    if self._sleep(attempt, started, self.connect_deadline):
+                        continue
+                    raise UnavailableError(self._unreachable(e, time.monotonic() - started)) from e
                 if self._sleep(attempt, started):
                     continue
                 if unknown_outcome:
                     raise CommitStateUnknownError(
                         f"gave up after {attempt} attempts; the commit may or may not have landed: {e}"
                     ) from e
-                raise UnavailableError(f"commit owner unreachable at {self.endpoint}: {e}") from e
+                raise UnavailableError(self._unreachable(e, time.monotonic() - started)) from e
             try:
                 payload = json.loads(raw) if raw else None
             except ValueError:
@@ -251,7 +296,6 @@ class CommitOwnerClient:
             err = error_from_envelope(status, payload)
             transient = status >= 500 or (err.retryable and not err.conflict and status != 429)
             if transient:
-                last = err
                 attempt += 1
                 if self._sleep(attempt, started):
                     continue

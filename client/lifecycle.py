@@ -1,6 +1,6 @@
 """Table lifecycle through the commit owner: create an owned table, take over an existing one, give it back.
 
-The commit points (PROTOCOL.md section 5):
+The commit points (docs/lifecycle.md):
 
 * create: register at version -1, then publish ``_delta_log/<0>.json`` with put-if-absent.
 * take over a filesystem table at version r: register at r, then publish ``<r+1>.json`` with put-if-absent.
@@ -11,32 +11,32 @@ The commit points (PROTOCOL.md section 5):
 Which names the properties use is the ``protocol`` option (see :mod:`client.delta_log`); the staged-commit
 folder follows from it unless ``commit_dir`` is given: ``_commits`` for ``managedCommit`` (the RFC, and
 Delta 3.3 when it reads ``-preview`` names), ``_staged_commits`` for ``coordinatedCommits-preview``
-(Delta >= 4.0 accepts staged files only in that folder).
+(Delta >= 4.0 accepts staged files only in that folder) and ``catalogManaged`` (tables of the owner's Unity
+Catalog API: give them a ``full_name`` so engines such as Sail find them by ``catalog.schema.table``).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .delta_log import (
-    COMMIT_DIRS,
     DEFAULT_OWNER_NAME,
     ICT_ENABLE,
     ICT_ENABLEMENT_TIMESTAMP,
     ICT_ENABLEMENT_VERSION,
     ICT_FEATURE,
     ICT_PROPERTIES,
-    GENERATIONS,
     Generation,
     check_no_secrets,
     commit_info,
-    delta_file_name,
     generation,
     new_metadata,
     now_ms,
     owner_properties,
+    owner_property_keys,
     protocol_with,
     without_owner_properties,
 )
@@ -44,11 +44,14 @@ from .errors import (
     CommitFailedError,
     CommitOwnerError,
     InvalidArgumentError,
+    OwnershipProposalLostError,
     TableAlreadyExistsError,
+    TableOwnedElsewhereError,
     UnavailableError,
+    VersionMismatchError,
 )
 from .http import CommitOwnerClient, encode_actions
-from .errors import OwnershipProposalLostError, TableOwnedElsewhereError, VersionMismatchError
+from .layout import check_commit_dir, delta_file_name
 from .snapshot import list_log, load_snapshot
 from .storage import LogStorage
 
@@ -76,10 +79,7 @@ def commit_dir_for(protocol: str, commit_dir: str | None = None) -> str:
     Raises InvalidArgumentError for an unknown folder or protocol.
     """
     gen = generation(protocol)
-    folder = commit_dir or gen.default_commit_dir
-    if folder not in COMMIT_DIRS:
-        raise InvalidArgumentError(f"commit_dir must be one of {COMMIT_DIRS}, got {folder!r}")
-    return folder
+    return check_commit_dir(commit_dir or gen.default_commit_dir)
 
 
 def _owner_conf(client: CommitOwnerClient, extra: Mapping[str, str] | None) -> dict[str, str]:
@@ -89,8 +89,7 @@ def _owner_conf(client: CommitOwnerClient, extra: Mapping[str, str] | None) -> d
 
 
 def _check_user_properties(properties: Mapping[str, str]) -> None:
-    owner_keys = {k for g in GENERATIONS for k in (g.owner_key, g.owner_conf_key, g.table_conf_key)}
-    bad = sorted(set(properties) & owner_keys)
+    bad = sorted(set(properties) & owner_property_keys())
     if bad:
         raise InvalidArgumentError(f"owner properties are set by the owner, not by the caller: {bad}")
 
@@ -136,10 +135,13 @@ def create_table(
     storage_options: Mapping[str, Any] | None = None,
     name: str | None = None,
     description: str | None = None,
+    full_name: str | None = None,
 ) -> OwnedTable:
     """Create a new table owned by ``client``'s owner: register, then publish version 0 put-if-absent.
 
-    ``schema`` is a Delta struct type (dict or JSON string, e.g. Spark's ``schema.json()``).
+    ``schema`` is a Delta struct type (dict or JSON string, e.g. Spark's ``schema.json()``). ``full_name``
+    (``catalog.schema.table``, the schema must exist) also lists the table under that name in the owner's
+    Unity Catalog API; ``name`` and ``description`` go into the table's ``metaData``.
     Raises InvalidArgumentError (bad schema, protocol, folder, owner properties among ``properties``, a
     secret-looking owner conf key) before anything is written; TableAlreadyExistsError when the location
     already holds a Delta log or another creator won (its registration is then forgotten); UnavailableError
@@ -155,7 +157,7 @@ def create_table(
     if list_log(storage).max_version >= 0:
         raise TableAlreadyExistsError(f"{storage.location} already holds a Delta table")
 
-    info = client.register_table(storage.location, current_version=-1, commit_dir=folder)
+    info = client.register_table(storage.location, current_version=-1, commit_dir=folder, name=full_name)
     ict = now_ms()
     config = {**props, ICT_ENABLE: "true",
               **owner_properties(gen, owner_name=owner_name, owner_conf=conf, table_conf=info.table_conf)}
@@ -194,12 +196,14 @@ def take_ownership(
 
     ``current_version``, when given, must be the table's latest version (a guard for scripts).
     Raises NotADeltaTableError, TableOwnedElsewhereError (its properties already name an owner),
-    VersionMismatchError, InvalidArgumentError (protocol, folder, secret-looking owner conf), all before
+    VersionMismatchError, InvalidArgumentError (protocol, a generation that cannot take over, folder, secret-looking owner conf), all before
     anything is written; OwnershipProposalLostError (retryable) when a filesystem writer published r+1
     first (the owner forgets the proposal); UnavailableError (retryable) when storage refused the put and
     nothing was published; the owner's errors (e.g. TableAlreadyExistsError for a live proposal).
     """
     gen = generation(protocol)
+    if not gen.takes_over:
+        raise InvalidArgumentError(f"a {gen.name} table can only be created (create_table), not taken over")
     folder = commit_dir_for(protocol, commit_dir)
     conf = _owner_conf(client, owner_conf)
     snap = load_snapshot(location, storage_options=storage_options, ask_owner=False)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .layout import COMMITS_DIR
+
 
 @dataclass(frozen=True)
 class Commit:
@@ -18,7 +20,7 @@ class Commit:
     commit_timestamp: int
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "Commit":
+    def from_json(cls, d: dict[str, Any]) -> Commit:
         return cls(
             version=int(d["version"]),
             file_name=str(d["fileName"]),
@@ -37,7 +39,7 @@ class CommitsPage:
     latest_table_version: int
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "CommitsPage":
+    def from_json(cls, d: dict[str, Any]) -> CommitsPage:
         return cls(
             commits=[Commit.from_json(c) for c in d.get("commits", [])],
             latest_table_version=int(d["latestTableVersion"]),
@@ -57,19 +59,21 @@ class TableInfo:
     unbackfilled_commits: int
     table_conf: dict[str, str] = field(default_factory=dict)
     status: str = "ACTIVE"
+    name: str | None = None  # catalog.schema.table, when the table has a name
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> "TableInfo":
+    def from_json(cls, d: dict[str, Any]) -> TableInfo:
         return cls(
             table_id=str(d["tableId"]),
             location=str(d["location"]),
-            commit_dir=str(d.get("commitDir", "_commits")),
+            commit_dir=str(d.get("commitDir", COMMITS_DIR)),
             latest_table_version=int(d.get("latestTableVersion", -1)),
             latest_backfilled_version=int(d.get("latestBackfilledVersion", -1)),
             accepting_commits=bool(d.get("acceptingCommits", True)),
             unbackfilled_commits=int(d.get("unbackfilledCommits", 0)),
             table_conf=dict(d.get("tableConf") or {"tableId": str(d["tableId"])}),
             status=str(d.get("status", "ACTIVE")),
+            name=d.get("name"),
             raw=d,
         )

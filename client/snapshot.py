@@ -1,6 +1,6 @@
 """A small snapshot reader for owned (and plain filesystem) Delta tables.
 
-How a snapshot is resolved (PROTOCOL.md section 4):
+How a snapshot is resolved (docs/lifecycle.md, "The snapshot reader"):
 
 1. List ``_delta_log``: published commits ``<v>.json``, complete checkpoints, ``_last_checkpoint``.
 2. Call ``after_listing(attempt, listing)`` if given. This is the place where, in tests, a backfill is made to
@@ -17,17 +17,34 @@ How a snapshot is resolved (PROTOCOL.md section 4):
 from __future__ import annotations
 
 import json
+import os
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from .checkpoint import read_checkpoint_parts
-from .delta_log import OwnerRef, owner_ref, parse_actions, parse_checkpoint_file, parse_delta_file
-from .http import CommitOwnerClient
-from .errors import IncompleteLogError, NotADeltaTableError, SnapshotRaceError, VersionNotFoundError
+from .delta_log import OwnerRef, owner_ref, parse_actions
+from .errors import (
+    IncompleteLogError,
+    InvalidArgumentError,
+    NotADeltaTableError,
+    SnapshotRaceError,
+    VersionNotFoundError,
+)
+from .http import ENDPOINT_ENV, READ_CONNECT_DEADLINE, CommitOwnerClient
+from .layout import (
+    COMMIT_DIRS,
+    LAST_CHECKPOINT,
+    LOG_DIR,
+    checkpoint_file_names,
+    delta_file_name,
+    parse_checkpoint_file,
+    parse_delta_file,
+)
 from .models import Commit
 from .storage import LogStorage
 
-__all__ = ["Listing", "Snapshot", "latest_version", "load_snapshot", "AfterListing"]
+__all__ = ["Listing", "complete_checkpoints", "Snapshot", "latest_version", "load_snapshot", "owner_client_for", "AfterListing"]
 
 
 @dataclass(frozen=True)
@@ -70,7 +87,8 @@ class Snapshot:
 
     @property
     def schema(self) -> dict[str, Any]:
-        return json.loads(self.metadata.get("schemaString") or "{}")
+        schema: dict[str, Any] = json.loads(self.metadata.get("schemaString") or "{}")
+        return schema
 
     @property
     def properties(self) -> dict[str, str]:
@@ -85,16 +103,21 @@ class Snapshot:
         return sorted(a["path"] for a in self.files)
 
 
-class _State:
-    def __init__(self) -> None:
-        self.version = -1
-        self.protocol: dict[str, Any] | None = None
-        self.metadata: dict[str, Any] | None = None
-        self.files: dict[tuple[str, str], dict[str, Any]] = {}
-        self.txns: dict[str, dict[str, Any]] = {}
-        self.domains: dict[str, dict[str, Any]] = {}
-        self.ict: int | None = None
-        self.timestamp: int | None = None
+@dataclass
+class LogState:
+    """A table's reconciled actions at ``version``: the one home of the log's replay rules (the snapshot
+    reader and the checkpoint writer both replay through it). ``removes`` keeps the tombstones a checkpoint
+    carries; ``ict``/``timestamp`` are those of the last version applied."""
+
+    version: int = -1
+    protocol: dict[str, Any] | None = None
+    metadata: dict[str, Any] | None = None
+    adds: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    removes: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    txns: dict[str, dict[str, Any]] = field(default_factory=dict)
+    domains: dict[str, dict[str, Any]] = field(default_factory=dict)
+    ict: int | None = None
+    timestamp: int | None = None
 
     def apply(self, version: int, actions: list[dict[str, Any]]) -> None:
         self.ict = None
@@ -102,9 +125,13 @@ class _State:
         for action in actions:
             (kind, body), = action.items()
             if kind == "add":
-                self.files[_file_key(body)] = body
+                key = _file_key(body)
+                self.removes.pop(key, None)
+                self.adds[key] = body
             elif kind == "remove":
-                self.files.pop(_file_key(body), None)
+                key = _file_key(body)
+                self.adds.pop(key, None)
+                self.removes[key] = body
             elif kind == "metaData":
                 self.metadata = body
             elif kind == "protocol":
@@ -134,30 +161,39 @@ def _file_key(body: Mapping[str, Any]) -> tuple[str, str]:
     return str(body["path"]), dv_id
 
 
+def complete_checkpoints(names: Iterable[str]) -> dict[int, list[str]]:
+    """The classic checkpoints among the file names of ``_delta_log`` that have all their parts: version -> names."""
+    parts: dict[tuple[int, int], dict[int, str]] = {}
+    for name in names:
+        cp = parse_checkpoint_file(name)
+        if cp is not None:
+            parts.setdefault((cp[0], cp[2]), {})[cp[1]] = name
+    checkpoints: dict[int, list[str]] = {}
+    for (v, n), got in parts.items():
+        if len(got) == n and v not in checkpoints:
+            checkpoints[v] = [got[i] for i in sorted(got)]
+    return checkpoints
+
+
 def list_log(storage: LogStorage) -> Listing:
     """One listing of ``_delta_log``: published commits, complete classic checkpoints, ``_last_checkpoint``."""
     deltas: dict[int, str] = {}
-    parts: dict[tuple[int, int], dict[int, str]] = {}
+    names: list[str] = []
     has_hint = False
     for entry in storage.list():
-        if entry.name == "_last_checkpoint":
+        if entry.name == LAST_CHECKPOINT:
             has_hint = True
             continue
         v = parse_delta_file(entry.name)
         if v is not None:
             deltas[v] = entry.name
-            continue
-        cp = parse_checkpoint_file(entry.name)
-        if cp is not None:
-            parts.setdefault((cp[0], cp[2]), {})[cp[1]] = entry.name
-    checkpoints: dict[int, list[str]] = {}
-    for (v, n), got in parts.items():
-        if len(got) == n and v not in checkpoints:
-            checkpoints[v] = [got[i] for i in sorted(got)]
+        else:
+            names.append(entry.name)
+    checkpoints = complete_checkpoints(names)
     hint = None
     if has_hint:
         try:
-            hint = json.loads(storage.read("_last_checkpoint"))
+            hint = json.loads(storage.read(LAST_CHECKPOINT))
         except (FileNotFoundError, ValueError):
             hint = None  # a torn or vanished hint is only a hint
     return Listing(deltas=deltas, checkpoints=checkpoints, last_checkpoint=hint)
@@ -170,12 +206,11 @@ def _checkpoint_candidates(listing: Listing, version: int) -> list[tuple[int, li
     hv = hint.get("version")
     if isinstance(hv, int) and 0 <= hv <= version and hv not in found:
         n = int(hint.get("parts") or 1)
-        found[hv] = [f"{hv:020d}.checkpoint.parquet"] if n == 1 else [
-            f"{hv:020d}.checkpoint.{i:010d}.{n:010d}.parquet" for i in range(1, n + 1)]
+        found[hv] = checkpoint_file_names(hv, n)
     return sorted(found.items(), reverse=True)
 
 
-def _replay_published(storage: LogStorage, listing: Listing, version: int) -> _State:
+def _replay_published(storage: LogStorage, listing: Listing, version: int) -> LogState:
     """Replay the published log up to ``version``, from the newest usable checkpoint at or below it."""
     for cp, names in _checkpoint_candidates(listing, version):
         if all(v in listing.deltas for v in range(cp + 1, version + 1)):
@@ -183,22 +218,22 @@ def _replay_published(storage: LogStorage, listing: Listing, version: int) -> _S
                 actions = read_checkpoint_parts(storage.read(n) for n in names)
             except FileNotFoundError:
                 continue  # a hint naming a deleted checkpoint: try an older one
-            state = _State()
+            state = LogState()
             state.apply(cp, actions)
             return _replay_deltas(storage, listing, state, cp + 1, version)
     missing = [v for v in range(0, version + 1) if v not in listing.deltas]
     if missing:
         raise IncompleteLogError(f"{storage.location}: no checkpoint covers version {missing[0]} and "
-                                 f"_delta_log/{missing[0]:020d}.json is missing")
-    return _replay_deltas(storage, listing, _State(), 0, version)
+                                 f"_delta_log/{delta_file_name(missing[0])} is missing")
+    return _replay_deltas(storage, listing, LogState(), 0, version)
 
 
-def _replay_deltas(storage: LogStorage, listing: Listing, state: _State, start: int, end: int) -> _State:
+def _replay_deltas(storage: LogStorage, listing: Listing, state: LogState, start: int, end: int) -> LogState:
     for v in range(start, end + 1):
         try:
             state.apply(v, parse_actions(storage.read(listing.deltas[v])))
         except FileNotFoundError:
-            raise IncompleteLogError(f"{storage.location}: _delta_log/{v:020d}.json vanished while reading") from None
+            raise IncompleteLogError(f"{storage.location}: _delta_log/{delta_file_name(v)} vanished while reading") from None
     return state
 
 
@@ -207,8 +242,9 @@ def _read_staged(storage: LogStorage, commit: Commit) -> bytes:
     if "://" in path or path.startswith("/"):
         return storage.read_uri(path)
     if "/" in path:
-        return storage.read(path[len("_delta_log/"):] if path.startswith("_delta_log/") else path)
-    for folder in ("_commits", "_staged_commits"):
+        prefix = LOG_DIR + "/"
+        return storage.read(path[len(prefix):] if path.startswith(prefix) else path)
+    for folder in COMMIT_DIRS:
         try:
             return storage.read(f"{folder}/{commit.file_name}")
         except FileNotFoundError:
@@ -230,11 +266,18 @@ def load_snapshot(
     ask_owner: bool = True,
     after_listing: AfterListing | None = None,
     max_relists: int = 10,
+    owner_endpoint: str | None = None,
+    connect_deadline: float = READ_CONNECT_DEADLINE,
 ) -> Snapshot:
     """The table at ``location`` at ``version`` (latest when None), including unbackfilled commits.
 
-    :param client: the owner's client; when None and the table names an owner, one is built from the
-        endpoint in the table's owner conf (with ``token``).
+    :param client: the owner's client; when None and the table names an owner, one is built (with ``token``)
+        for ``owner_endpoint``, else ``$COMMIT_OWNER_ENDPOINT``, else the endpoint in the table's owner conf.
+    :param owner_endpoint: the owner's endpoint when it is not (or no longer) the one the table's properties
+        name, e.g. after the owner moved.
+    :param connect_deadline: seconds to keep trying to connect to that owner before UnavailableError (which
+        names the endpoint and where it came from). Catalog-managed tables name no endpoint: they need
+        ``client`` or ``owner_endpoint`` (else InvalidArgumentError).
     :param ask_owner: False reads only the published log (what an owner-unaware reader sees).
     :param after_listing: called with ``(attempt, listing)`` after every listing, before the owner is asked.
     Raises NotADeltaTableError, VersionNotFoundError, IncompleteLogError, SnapshotRaceError (retryable) when
@@ -249,7 +292,7 @@ def load_snapshot(
         if top < 0:
             raise NotADeltaTableError(f"{storage.location} is not a Delta table: _delta_log holds no commit")
         try:
-            snap = _resolve(storage, listing, version, client, token, ask_owner)
+            snap = _resolve(storage, listing, version, client, token, ask_owner, owner_endpoint, connect_deadline)
         except _Relist:
             continue
         snap.relists = attempt
@@ -257,8 +300,31 @@ def load_snapshot(
     raise SnapshotRaceError(f"{storage.location}: the log kept changing under {max_relists} listings; try again")
 
 
+def owner_client_for(ref: OwnerRef, location: str, *, owner_endpoint: str | None = None, token: str | None = None,
+                     connect_deadline: float = READ_CONNECT_DEADLINE) -> CommitOwnerClient:
+    """A client of the owner a table names: ``owner_endpoint``, else ``$COMMIT_OWNER_ENDPOINT``, else the table's
+    owner conf. Its unreachable error says which of the three the endpoint came from.
+
+    Raises InvalidArgumentError when none of them gives an endpoint.
+    """
+    prop = ref.generation.owner_conf_key
+    override = f"override with owner_endpoint= or ${ENDPOINT_ENV}"
+    if owner_endpoint:
+        endpoint, origin = owner_endpoint, "endpoint from owner_endpoint="
+    elif os.environ.get(ENDPOINT_ENV):
+        endpoint, origin = os.environ[ENDPOINT_ENV], f"endpoint from ${ENDPOINT_ENV}"
+    elif ref.endpoint:
+        endpoint, origin = ref.endpoint, f"endpoint from table property {prop} of {location}; {override}"
+    else:
+        raise InvalidArgumentError(f"{location} is a {ref.generation.name} table ({ref.generation.owner_key}="
+                                   f"{ref.table_id}): it names no owner endpoint, so pass client= for the owner "
+                                   f"that manages it, or owner_endpoint= / ${ENDPOINT_ENV}")
+    return CommitOwnerClient(endpoint, token=token, connect_deadline=connect_deadline, origin=origin)
+
+
 def _resolve(storage: LogStorage, listing: Listing, version: int | None, client: CommitOwnerClient | None,
-             token: str | None, ask_owner: bool) -> Snapshot:
+             token: str | None, ask_owner: bool, owner_endpoint: str | None = None,
+             connect_deadline: float = READ_CONNECT_DEADLINE) -> Snapshot:
     top = listing.max_version
     state = _replay_published(storage, listing, top if version is None else min(version, top))
     if state.metadata is None or state.protocol is None:
@@ -269,7 +335,8 @@ def _resolve(storage: LogStorage, listing: Listing, version: int | None, client:
     if ref is not None and ask_owner and (version is None or version > top):
         if ref.table_id is None:
             raise IncompleteLogError(f"{storage.location}: the owner properties carry no tableId")
-        owner = client or CommitOwnerClient(ref.endpoint or "", token=token)
+        owner = client or owner_client_for(ref, storage.location, owner_endpoint=owner_endpoint, token=token,
+                                           connect_deadline=connect_deadline)
         page = owner.get_commits(ref.table_id, start_version=top + 1, end_version=version)
         owner_latest = page.latest_table_version
         expected = top + 1
@@ -302,7 +369,7 @@ def _resolve(storage: LogStorage, listing: Listing, version: int | None, client:
         version=state.version,
         protocol=dict(state.protocol or {}),
         metadata=dict(final_md),
-        files=list(state.files.values()),
+        files=list(state.adds.values()),
         txns=state.txns,
         domain_metadata=state.domains,
         in_commit_timestamp=state.ict,

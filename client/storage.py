@@ -1,4 +1,5 @@
-"""The client's only access to table storage: list and read ``_delta_log``, publish a file put-if-absent.
+"""The client's only access to table storage: list and read ``_delta_log``, publish a file put-if-absent, write
+and delete the data files of a write (:class:`DataFiles`).
 
 fsspec is an optional import, loaded on first use; ``file://`` (and plain absolute paths) and ``s3://``
 (s3fs; pass ``storage_options`` such as ``{"client_kwargs": {"endpoint_url": ...}}``) are supported.
@@ -13,35 +14,14 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from .errors import InvalidArgumentError
+from .layout import LOG_DIR, is_local, lost_put_if_absent, normalize_location
 
-_S3_SCHEMES = ("s3", "s3a", "s3n")
-
-
-def normalize_location(location: str) -> str:
-    """``/abs/path`` -> ``file:///abs/path``; ``s3a://`` -> ``s3://``; trailing slash dropped.
-
-    Raises InvalidArgumentError for relative paths and other schemes.
-    """
-    loc = str(location).strip().rstrip("/")
-    if loc.startswith("/"):
-        loc = "file://" + os.path.normpath(loc)
-    scheme, sep, rest = loc.partition("://")
-    if not sep:
-        raise InvalidArgumentError(f"location must be an absolute path, file:// or s3:// URI, got {location!r}")
-    scheme = scheme.lower()
-    if scheme in _S3_SCHEMES:
-        if "/" not in rest or not rest.split("/", 1)[1]:
-            raise InvalidArgumentError(f"s3 location needs a bucket and a prefix, got {location!r}")
-        return "s3://" + rest
-    if scheme == "file":
-        if not rest.startswith("/"):
-            raise InvalidArgumentError(f"file:// locations must be absolute, got {location!r}")
-        return "file://" + os.path.normpath(rest)
-    raise InvalidArgumentError(f"unsupported location scheme {scheme!r}: use file:// or s3://")
+#: Temporary files of a local put-if-absent start with this; listings skip them.
+TMP_PREFIX = ".tmp-"
 
 
 @dataclass(frozen=True)
@@ -61,7 +41,7 @@ class LogStorage:
         self.location = normalize_location(location)
         self._options = dict(storage_options or {})
         self._fs: Any = None
-        self.is_local = self.location.startswith("file://")
+        self.is_local = is_local(self.location)
 
     @property
     def fs(self) -> Any:
@@ -77,11 +57,11 @@ class LogStorage:
 
     def _path(self, rel: str) -> str:
         root = self.location[len("file://"):] if self.is_local else self.location[len("s3://"):]
-        return f"{root}/_delta_log/{rel}" if rel else f"{root}/_delta_log"
+        return f"{root}/{LOG_DIR}/{rel}" if rel else f"{root}/{LOG_DIR}"
 
     def uri(self, rel: str) -> str:
         """The full URI of ``_delta_log/<rel>``."""
-        return f"{self.location}/_delta_log/{rel}"
+        return f"{self.location}/{LOG_DIR}/{rel}"
 
     def list(self, folder: str = "") -> list[FileEntry]:
         """Files directly in ``_delta_log`` (or ``_delta_log/<folder>``); empty when the folder does not exist."""
@@ -101,15 +81,15 @@ class LogStorage:
 
     def read(self, rel: str) -> bytes:
         """The bytes of ``_delta_log/<rel>``. Raises FileNotFoundError."""
-        return self.fs.cat_file(self._path(rel))
+        return bytes(self.fs.cat_file(self._path(rel)))
 
     def read_uri(self, uri: str) -> bytes:
         """The bytes of a file named by a full URI or an absolute path inside this table. Raises FileNotFoundError."""
         if uri.startswith("file://"):
             uri = uri[len("file://"):]
-        elif uri.split("://", 1)[0] in _S3_SCHEMES:
-            uri = uri.split("://", 1)[1]
-        return self.fs.cat_file(uri)
+        elif "://" in uri:
+            uri = normalize_location(uri)[len("s3://"):]
+        return bytes(self.fs.cat_file(uri))
 
     def exists(self, rel: str) -> bool:
         self.fs.invalidate_cache()
@@ -127,36 +107,93 @@ class LogStorage:
         """
         path = self._path(rel)
         if self.is_local:
-            folder = os.path.dirname(path)
-            os.makedirs(folder, exist_ok=True)
-            tmp = os.path.join(folder, f".{os.path.basename(path)}.{uuid.uuid4().hex}.tmp")
-            with open(tmp, "xb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                os.link(tmp, path)
-            finally:
-                os.unlink(tmp)
+            put_if_absent_local(path, data)
             return
         try:
             self.fs.pipe_file(path, data, mode="create")
-        except FileExistsError:
-            raise
         except OSError as e:
-            if _is_precondition_failure(e):
+            if lost_put_if_absent(e):
                 raise FileExistsError(f"{self.uri(rel)} already exists") from e
             raise
         finally:
             self.fs.invalidate_cache()
 
 
-def _is_precondition_failure(e: BaseException) -> bool:
-    """True when an S3 error says the conditional PUT lost (412 PreconditionFailed or 409 ConditionalRequestConflict)."""
-    seen: BaseException | None = e
-    while seen is not None:
-        text = f"{type(seen).__name__} {seen}"
-        if "PreconditionFailed" in text or "ConditionalRequestConflict" in text or "412" in text:
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+class DataFiles:
+    """The data files of one table (everything outside ``_delta_log``): put whole files, delete a write's folder.
+
+    :param location: table root (``file://``, absolute path or ``s3://``).
+    :param storage_options: passed to fsspec, as for :class:`LogStorage`.
+    """
+
+    def __init__(self, location: str, storage_options: Mapping[str, Any] | None = None) -> None:
+        self._log = LogStorage(location, storage_options)
+        self.location = self._log.location
+
+    def _path(self, rel: str) -> str:
+        if not rel or rel.startswith("/") or rel.split("/")[0] in ("", ".", "..", LOG_DIR):
+            raise ValueError(f"not a data file path inside {self.location}: {rel!r}")
+        root = self.location[len("file://"):] if self._log.is_local else self.location[len("s3://"):]
+        return f"{root}/{rel}"
+
+    def put(self, rel: str, data: bytes) -> None:
+        """Write ``data`` as ``<table>/<rel>`` (creating folders on local disk). Raises OSError."""
+        path = self._path(rel)
+        fs = self._log.fs
+        if self._log.is_local:
+            fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
+        fs.pipe_file(path, data)
+
+    def remove_folder(self, rel: str) -> None:
+        """Delete ``<table>/<rel>/`` and everything under it; nothing when it does not exist."""
+        path = self._path(rel)
+        fs = self._log.fs
+        fs.invalidate_cache()
+        if fs.exists(path):
+            fs.rm(path, recursive=True)
+
+    def exists(self, rel: str) -> bool:
+        self._log.fs.invalidate_cache()
+        return bool(self._log.fs.exists(self._path(rel)))
+
+
+def _fsync_dir(folder: str) -> None:
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def put_if_absent_local(path: str, data: bytes, *, durable: bool = True) -> os.stat_result:
+    """Create the local file ``path`` with ``data`` unless it exists; the one local put-if-absent.
+
+    The bytes go to a hidden temporary file in the same folder (fsynced when ``durable``), which is then
+    hard-linked to the final name: ``link`` fails with FileExistsError when the name is taken and otherwise
+    makes the whole file appear at once. The folder is fsynced too, so the new name survives a crash.
+    Returns the file's stat. Raises FileExistsError, OSError.
+    """
+    folder = os.path.dirname(path)
+    made_folder = not os.path.isdir(folder)
+    if made_folder:
+        os.makedirs(folder, exist_ok=True)
+    tmp = os.path.join(folder, f"{TMP_PREFIX}{uuid.uuid4().hex}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        if durable:
+            os.fsync(fd)
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    finally:
+        os.unlink(tmp)
+    if durable:
+        _fsync_dir(folder)
+        if made_folder:
+            _fsync_dir(os.path.dirname(folder))
+    return st

@@ -1,3 +1,3 @@
-from .cli import main
+from coordinator.cli.main import main
 
 main()

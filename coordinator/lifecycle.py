@@ -9,34 +9,44 @@
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING
 
 from client.delta_log import owner_ref, parse_actions
-from client.errors import CommitOwnerError, InvalidArgumentError, TableAlreadyExistsError, UnavailableError
-from client.errors import NotADeltaTableError, VersionMismatchError
+from client.errors import (
+    CommitOwnerError,
+    InvalidArgumentError,
+    NotADeltaTableError,
+    TableAlreadyExistsError,
+    UnavailableError,
+    VersionMismatchError,
+)
+from client.layout import delta_file, log_dir, parse_versioned_file
 
-from .locations import delta_file, log_dir
-from .storage import LogStorage
+from .storage import StorageBackend
 
 if TYPE_CHECKING:
     from .store import OwnershipStore
 
-_VERSIONED = re.compile(r"^(\d{20})\.(json|checkpoint\.parquet|checkpoint\.\d{10}\.\d{10}\.parquet)$")
+async def newest_version(storage: StorageBackend, location: str) -> tuple[int, set[int]]:
+    """The newest version of the log at ``location`` (-1 when it has none) and every version seen.
 
-
-async def check_log_matches(storage: LogStorage, location: str, current_version: int) -> None:
-    """Raise unless ``current_version`` is the newest version of the log at ``location``.
-
-    Raises TableAlreadyExistsError (-1 but the log has commits), NotADeltaTableError (no log),
-    VersionMismatchError, UnavailableError when storage cannot be read.
+    Raises UnavailableError when storage cannot be read.
     """
     try:
         names = await storage.list_names(log_dir(location))
     except OSError as e:
         raise UnavailableError(f"log storage unavailable while checking the log: {type(e).__name__}") from e
-    versions = {int(m.group(1)) for m in map(_VERSIONED.match, names) if m}
-    newest = max(versions, default=-1)
+    versions = {v for v in map(parse_versioned_file, names) if v is not None}
+    return max(versions, default=-1), versions
+
+
+async def check_log_matches(storage: StorageBackend, location: str, current_version: int) -> None:
+    """Raise unless ``current_version`` is the newest version of the log at ``location``.
+
+    Raises TableAlreadyExistsError (-1 but the log has commits), NotADeltaTableError (no log),
+    VersionMismatchError, UnavailableError when storage cannot be read.
+    """
+    newest, versions = await newest_version(storage, location)
     if current_version == -1:
         if newest >= 0:
             raise TableAlreadyExistsError(f"{location} already holds a Delta table at version {newest}")
@@ -49,7 +59,7 @@ async def check_log_matches(storage: LogStorage, location: str, current_version:
             latest_table_version=newest)
 
 
-async def first_commit_names(storage: LogStorage, location: str, version: int, table_id: str) -> bool:
+async def first_commit_names(storage: StorageBackend, location: str, version: int, table_id: str) -> bool:
     """Whether ``<version>.json`` is published and its metaData names ``table_id`` as owned by us.
 
     Raises UnavailableError when storage cannot be read.
@@ -75,13 +85,7 @@ async def first_commit_names(storage: LogStorage, location: str, version: int, t
     return False
 
 
-class OwnershipPublishedError(InvalidArgumentError):
-    """The table's first commit is published naming this owner; it cannot be forgotten (400)."""
-
-    code = "OWNERSHIP_PUBLISHED"
-
-
-async def clear_dead_proposal(store: "OwnershipStore", storage: LogStorage, location: str) -> bool:
+async def clear_dead_proposal(store: OwnershipStore, storage: StorageBackend, location: str) -> bool:
     """Forget the registration holding ``location`` if its first commit can never land. Returns whether it did.
 
     Dead means: no commit was ratified through the owner and ``<base>.json`` is published by someone

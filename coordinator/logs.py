@@ -65,7 +65,7 @@ def setup_logging(level: str = "INFO", fmt: str = "auto") -> None:
     use_json = fmt == "json" or (fmt == "auto" and not sys.stderr.isatty())
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if use_json else TextFormatter())
-    from .tokens import RedactTokens
+    from coordinator.security.tokens import RedactTokens
 
     handler.addFilter(RedactTokens())
     root = logging.getLogger()

@@ -24,9 +24,9 @@ from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from .storage.base import LogStorage
+from .storage.base import StorageBackend
 
-__all__ = ["Metrics", "CONTENT_TYPE_LATEST", "MeteredStorage", "RecentErrors"]
+__all__ = ["Metrics", "CONTENT_TYPE_LATEST", "MaintenanceMetrics", "MeteredStorage", "RecentErrors"]
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
@@ -48,7 +48,8 @@ class Metrics:
                                       "Time from a commit's ratification to its publication as _delta_log/<v>.json.",
                                       buckets=_LAG_BUCKETS, registry=r)
         self.backfill_published = Counter("commit_owner_backfill_published_versions",
-                                          "Versions this process's backfiller published to _delta_log (or found already there).", registry=r)
+                                          "Versions this process's backfiller published to _delta_log "
+                                          "(or found already there).", registry=r)
         self.backfill_failures = Counter("commit_owner_backfill_failures",
                                          "Background backfill runs that failed (retried with backoff).", registry=r)
         self.backlog = Gauge("commit_owner_table_unbackfilled_commits",
@@ -65,6 +66,9 @@ class Metrics:
         self.storage_errors = Counter("commit_owner_storage_errors",
                                       "Failed log-storage operations (existing/missing files excluded).",
                                       ["operation"], registry=r)
+        self.storage_timeouts = Counter("commit_owner_storage_timeouts",
+                                        "Log-storage operations abandoned at request_timeout_seconds (also counted "
+                                        "as errors).", ["operation"], registry=r)
         self.in_flight = Gauge("commit_owner_http_requests_in_flight", "HTTP requests being served.", registry=r)
         self.requests = Counter("commit_owner_http_requests", "HTTP requests answered, by route and status.",
                                 ["method", "route", "status"], registry=r)
@@ -82,6 +86,10 @@ class Metrics:
                                      registry=r)
         self.db_transactions = Counter("commit_owner_database_transactions",
                                        "Ownership-store transactions ended, by how they ended.", ["end"], registry=r)
+        self.credentials_issued = Counter("commit_owner_credentials_issued",
+                                          "Storage credentials vended (temporary table/path credentials), by Unity "
+                                          "Catalog operation and kind (s3 or local: no secret).",
+                                          ["operation", "kind"], registry=r)
         self._janitor_seen = 0
         for outcome in ("ok", "COMMIT_VERSION_CONFLICT"):
             self.commits.labels(outcome)  # the usual series exist from the start (rate() needs a zero)
@@ -127,7 +135,7 @@ class Metrics:
         event.listen(engine.sync_engine, "commit", on_end("commit"))
         event.listen(engine.sync_engine, "rollback", on_end("rollback"))
 
-    def wrap_storage(self, backend: LogStorage) -> LogStorage:
+    def wrap_storage(self, backend: StorageBackend) -> StorageBackend:
         return MeteredStorage(backend, self)
 
     async def refresh_tables(self, store: Any) -> None:
@@ -153,12 +161,36 @@ class Metrics:
         return generate_latest(self.registry)
 
 
-class MeteredStorage(LogStorage):
+class MaintenanceMetrics:
+    """The figures of `commit-owner maintain` / `vacuum`, processes of their own without an HTTP server: written
+    as a Prometheus text file (``--metrics-file``, for node_exporter's textfile collector) after each pass."""
+
+    def __init__(self) -> None:
+        r = self.registry = CollectorRegistry(auto_describe=True)
+        self.checkpoints_written = Counter("commit_owner_checkpoints_written",
+                                           "Checkpoints this maintenance process wrote.", registry=r)
+        self.checkpoint_lag = Gauge("commit_owner_checkpoint_lag_versions",
+                                    "Published versions above the newest checkpoint, per table (last pass).",
+                                    ["table_id"], registry=r)
+        self.checkpoint_lag_max = Gauge("commit_owner_checkpoint_lag_versions_max",
+                                        "The largest checkpoint lag of any table (last pass).", registry=r)
+        self.vacuum_files = Counter("commit_owner_vacuum_deleted_files", "Data files vacuum deleted.", registry=r)
+        self.vacuum_bytes = Counter("commit_owner_vacuum_freed_bytes", "Bytes of the data files vacuum deleted.",
+                                    registry=r)
+
+    def write(self, path: str) -> None:
+        """Replace ``path`` with the current figures (written to a temporary file, then renamed)."""
+        from prometheus_client import write_to_textfile
+
+        write_to_textfile(path, self.registry)
+
+
+class MeteredStorage(StorageBackend):
     """A storage backend whose failed operations are counted; behaviour is the wrapped backend's."""
 
     _ANSWERS = (FileExistsError, FileNotFoundError)
 
-    def __init__(self, inner: LogStorage, metrics: Metrics) -> None:
+    def __init__(self, inner: StorageBackend, metrics: Metrics) -> None:
         self.inner = inner
         self.metrics = metrics
         self.scheme = getattr(inner, "scheme", "")
@@ -172,8 +204,10 @@ class MeteredStorage(LogStorage):
             return await getattr(self.inner, op)(*args)
         except self._ANSWERS:
             raise
-        except OSError:
+        except OSError as e:
             self.metrics.storage_errors.labels(op).inc()
+            if isinstance(e, TimeoutError):
+                self.metrics.storage_timeouts.labels(op).inc()
             raise
 
     async def put_if_absent(self, uri: str, data: bytes) -> Any:
@@ -193,6 +227,12 @@ class MeteredStorage(LogStorage):
 
     async def info(self, uri: str) -> Any:
         return await self._call("info", uri)
+
+    async def replace(self, uri: str, data: bytes) -> None:
+        await self._call("replace", uri, data)
+
+    async def walk(self, dir_uri: str) -> list[Any]:
+        return await self._call("walk", dir_uri)  # type: ignore[no-any-return]
 
     async def ping(self) -> None:
         await self._call("ping")

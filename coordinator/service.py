@@ -8,6 +8,7 @@ reader uses; it is removed at once when the refusal is certain, and never when t
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import logging
 import time
@@ -23,18 +24,21 @@ from client.errors import (
     IdempotencyKeyReusedError,
     InvalidArgumentError,
     InvalidCommitError,
+    OwnershipPublishedError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnavailableError,
 )
+from client.layout import check_commit_dir, normalize_location, staged_file, staged_file_name
+from coordinator.security.roots import check_allowed, check_local_log, parse_roots
 
-from .commit_body import parse_commit_body
-from .lifecycle import OwnershipPublishedError, check_log_matches, clear_dead_proposal, first_commit_names
-from .locations import normalize_location, staged_file
-from .roots import check_allowed, check_local_log, parse_roots
+from .commit_body import ClockRule, parse_commit_body
+from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names
 from .settings import Settings
 from .storage import StorageRouter
+from .storage.base import FileInfo
 from .store import CommitRow, OwnershipStore, TableRow, now_ms, version_message
+from .store.rows import NameRow
 
 if TYPE_CHECKING:
     from backfill.worker import Backfiller
@@ -85,12 +89,13 @@ def parse_uuid(value: str, what: str) -> str:
 class CommitService:
     """The commit-owner contract on top of the store and the storage seams."""
 
-    def __init__(self, settings: Settings, store: OwnershipStore, storage: StorageRouter) -> None:
+    def __init__(self, settings: Settings, store: OwnershipStore, storage: StorageRouter, *,
+                 backfiller: Backfiller | None = None, metrics: Metrics | None = None) -> None:
         self.settings = settings
         self.store = store
         self.storage = storage
-        self.backfiller: Backfiller | None = None
-        self.metrics: Metrics | None = None
+        self.backfiller = backfiller
+        self.metrics = metrics
         self.roots = parse_roots(settings.allow_location)
         # A table's location and folder never change: cache them so a commit costs no extra read.
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
@@ -98,23 +103,33 @@ class CommitService:
 
     # -- registration -------------------------------------------------------------------------------
 
-    async def register_table(self, location: str, current_version: int, commit_dir: str | None) -> TableRow:
+    async def register_table(self, location: str, current_version: int, commit_dir: str | None, *,
+                             name: NameRow | None = None, table_id: str | None = None,
+                             log_version: int | None = None, staging_id: str | None = None) -> TableRow:
+        """Register ``location``; the client writes ``current_version + 1`` itself.
+
+        ``log_version`` is the newest version the log must hold now (default ``current_version``; a
+        catalog-managed table's writer has written version 0 before registering at -1). With ``name``
+        the table is named in the same transaction, and ``staging_id`` uses that reservation up.
+        """
         loc = normalize_location(location)
         cdir = commit_dir or self.settings.commit_dir
-        if cdir not in ("_commits", "_staged_commits"):
-            raise InvalidArgumentError("commitDir must be _commits or _staged_commits")
+        check_commit_dir(cdir)
         if isinstance(current_version, bool) or not isinstance(current_version, int) or current_version < -1:
             raise InvalidArgumentError("currentVersion must be an integer >= -1")
         check_allowed(loc, self.roots)
         check_local_log(loc, cdir, self.roots)
         storage = self.storage.for_uri(loc)
-        await check_log_matches(storage, loc, current_version)
+        await check_log_matches(storage, loc, current_version if log_version is None else log_version)
+        tid = table_id or str(uuid.uuid4())
+        if name is not None and name.table_id != tid:
+            name = dataclasses.replace(name, table_id=tid)
         try:
-            return await self.store.register(str(uuid.uuid4()), loc, cdir, current_version)
+            return await self.store.register(tid, loc, cdir, current_version, name=name, staging_id=staging_id)
         except TableAlreadyExistsError:
             if not await clear_dead_proposal(self.store, storage, loc):
                 raise
-            return await self.store.register(str(uuid.uuid4()), loc, cdir, current_version)
+            return await self.store.register(tid, loc, cdir, current_version, name=name, staging_id=staging_id)
 
     async def forget_table(self, table_id: str) -> None:
         """Drop a registration whose first commit never landed. Raises TableNotFoundError, OwnershipPublishedError."""
@@ -148,13 +163,18 @@ class CommitService:
                         del self._turns[key]
         return t
 
-    async def commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None) -> dict[str, Any]:
-        """Ratify ``data`` as ``version``; returns the commit's JSON. Raises the CommitFailedError family."""
+    async def commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None, *,
+                     staged: FileInfo | None = None) -> dict[str, Any]:
+        """Ratify ``data`` as ``version``; returns the commit's JSON. Raises the CommitFailedError family.
+
+        ``staged``: the writer already wrote ``data`` as the staged file named by ``idempotency_key``
+        (catalog-managed tables); the owner then writes nothing and never removes that file.
+        """
         if self.metrics is None:
-            return await self._commit(table_id, version, data, idempotency_key)
+            return await self._commit(table_id, version, data, idempotency_key, staged)
         started, outcome = time.perf_counter(), "INTERNAL"
         try:
-            result = await self._commit(table_id, version, data, idempotency_key)
+            result = await self._commit(table_id, version, data, idempotency_key, staged)
             outcome = "ok"
             return result
         except CommitOwnerError as e:
@@ -163,7 +183,8 @@ class CommitService:
         finally:
             self.metrics.observe_commit(outcome, time.perf_counter() - started)
 
-    async def _commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None) -> dict[str, Any]:
+    async def _commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None,
+                      staged: FileInfo | None = None) -> dict[str, Any]:
         if version == 0:
             raise InvalidCommitError("Commit version 0 must go via filesystem.", latest_table_version=None)
         if version < 0:
@@ -177,7 +198,7 @@ class CommitService:
             if (stale := turn.stale(version)) is not None:
                 return await self._stale(table_id, version, data, key, stale)
             try:
-                result = await self._ratify(table_id, version, data, uid)
+                result = await self._ratify(table_id, version, data, uid, staged)
             except CommitVersionConflictError as e:
                 turn.saw(e.latest_table_version)
                 raise
@@ -201,26 +222,33 @@ class CommitService:
         place = await self.place(table_id)
         return prior.to_json(place.location, place.commit_dir)
 
-    async def _ratify(self, table_id: str, version: int, data: bytes, uid: str) -> dict[str, Any]:
-        body = parse_commit_body(data, max_line_bytes=self.settings.max_line_bytes)
+    async def _ratify(self, table_id: str, version: int, data: bytes, uid: str,
+                      staged: FileInfo | None = None) -> dict[str, Any]:
+        body = parse_commit_body(data, max_line_bytes=self.settings.max_line_bytes, clock=self.clock_rule())
+        # A catalog-managed table (the writer staged the file) names its catalog by table feature and
+        # io.unitycatalog.tableId, not by an owner property: its metaData actions never give ownership up.
+        releases = body.gives_up_ownership and staged is None
         place = await self.place(table_id)
         check_local_log(place.location, place.commit_dir, self.roots)
-        path = staged_file(place.location, place.commit_dir, version, uid)
+        path = staged_file(place.location, place.commit_dir, staged_file_name(version, uid))
         storage = self.storage.for_uri(path)
         sha = hashlib.sha256(data).hexdigest()
         created = False
         try:
-            try:
-                info = await storage.put_if_absent(path, data)
-                created = True
-            except FileExistsError:
-                # A retry of an attempt that already wrote this exact file name (same key).
-                existing = await storage.read(path)
-                if existing != data:
-                    raise IdempotencyKeyReusedError(
-                        f"idempotency key {uid} was already used for version {version} with different content"
-                    ) from None
-                info = await storage.info(path)
+            if staged is not None:
+                info = staged
+            else:
+                try:
+                    info = await storage.put_if_absent(path, data)
+                    created = True
+                except FileExistsError:
+                    # A retry of an attempt that already wrote this exact file name (same key).
+                    existing = await storage.read(path)
+                    if existing != data:
+                        raise IdempotencyKeyReusedError(
+                            f"idempotency key {uid} was already used for version {version} with different content"
+                        ) from None
+                    info = await storage.info(path)
         except OSError as e:
             raise UnavailableError(f"log storage unavailable while writing the commit file: {type(e).__name__}") from e
         row = CommitRow(
@@ -230,7 +258,7 @@ class CommitService:
         )
         try:
             ratified = await self.store.ratify(
-                row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=body.gives_up_ownership
+                row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases
             )
         except (CommitFailedError, TableNotFoundError):
             # Certain refusal: our file is an orphan. Never delete it when the outcome is unknown.
@@ -238,8 +266,11 @@ class CommitService:
                 await self._remove_orphan(storage, path)
             raise
         if self.backfiller is not None:
-            await self.backfiller.after_commit(table_id, ratified.version, data, body.gives_up_ownership)
+            await self.backfiller.after_commit(table_id, ratified.version, data, releases)
         return ratified.to_json(place.location, place.commit_dir)
+
+    def clock_rule(self) -> ClockRule:
+        return ClockRule(now_ms=now_ms(), max_skew_ms=int(self.settings.max_clock_skew_seconds * 1000))
 
     async def _remove_orphan(self, storage: Any, path: str) -> None:
         try:

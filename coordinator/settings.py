@@ -8,10 +8,14 @@ Each :class:`Setting` drives a command-line flag (``--name``), an environment va
 from __future__ import annotations
 
 import os
-import tomllib
-from dataclasses import dataclass, field, fields, make_dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+
+import tomllib
+
+from client.layout import COMMIT_DIRS, COMMITS_DIR
 
 ENV_PREFIX = "COMMIT_OWNER_"
 
@@ -36,79 +40,151 @@ def _list(v: Any) -> tuple[str, ...]:
 _list.multiple = True  # type: ignore[attr-defined]  # the CLI makes its flag repeatable
 
 
-@dataclass(frozen=True)
-class Setting:
-    name: str
-    default: Any
-    help: str
-    type: Callable[[Any], Any] = str
-    secret: bool = False
-    flag: bool = True  # whether `serve` exposes it as a flag
-
-    @property
-    def env(self) -> str:
-        return ENV_PREFIX + self.name.upper()
-
-    @property
-    def option(self) -> str:
-        return "--" + self.name.replace("_", "-")
+def setting(default: Any, help: str, *, parse: Callable[[Any], Any] = str, secret: bool = False,
+            flag: bool = True) -> Any:
+    """One setting: its default, its help text (flags, ``config docs``), how a flag/env/TOML value is parsed,
+    whether it is a secret (masked everywhere) and whether `serve` exposes it as a flag."""
+    return field(default=default, repr=not secret,
+                 metadata={"help": help, "parse": parse, "secret": secret, "flag": flag})
 
 
-SETTINGS: tuple[Setting, ...] = (
-    Setting("database_url", "sqlite+aiosqlite:///./commit-owner.db",
-            "SQLAlchemy URL of the ownership store (sqlite+aiosqlite:///path or postgresql+psycopg://...)."),
-    Setting("host", "127.0.0.1", "Address the HTTP API listens on."),
-    Setting("port", 8080, "Port the HTTP API listens on.", int),
-    Setting("commit_dir", "_commits",
-            "Default staged-commit folder for new tables: _commits (RFC, Delta 3.x) or _staged_commits (Delta >= 4.0)."),
-    Setting("s3_endpoint_url", "", "S3 endpoint URL (MinIO, moto, ...); empty means AWS."),
-    Setting("s3_region", "us-east-1", "S3 region."),
-    Setting("s3_access_key_id", "", "S3 access key id (else the usual AWS environment/credential chain).", secret=True),
-    Setting("s3_secret_access_key", "", "S3 secret access key.", secret=True),
-    Setting("backfill", True, "Run the backfiller inside the service (--no-backfill turns it off).", _bool),
-    Setting("backfill_batch_size", 1, "Backfill once this many commits are unbackfilled (1 = after every commit).", int),
-    Setting("backfill_interval_ms", 0, "Also backfill every T milliseconds (0 = only on the batch trigger).", int),
-    Setting("max_unbackfilled_commits", 50,
-            "Refuse commits with 429 once a table has this many unbackfilled commits.", int),
-    Setting("backfill_lease_seconds", 10.0,
-            "How long a process holds a table's backfill lease before another may take it over.", float),
-    Setting("max_body_bytes", 64 * 1024 * 1024, "Largest accepted request body (413 above).", int),
-    Setting("request_timeout_seconds", 30.0, "Deadline for the storage and database work of one request.", float),
-    Setting("db_pool_size", 10, "Database connection pool size.", int),
-    Setting("storage_threads", 16, "Threads of the bounded pool that runs blocking local-disk I/O.", int),
-    Setting("log_level", "INFO", "Log level (DEBUG, INFO, WARNING, ERROR)."),
-    Setting("log_format", "auto", "Log format: auto (JSON lines when not on a terminal), json or text."),
-    # -- operations (issue 9) --
-    Setting("event_loop", "auto",
-            "Event loop of `serve`: auto (uvloop when installed, else asyncio), uvloop or asyncio."),
-    Setting("shutdown_grace_seconds", 10.0,
-            "On SIGTERM/SIGINT, how long requests in flight may take to finish before they are cancelled.", float),
-    # -- security (issue 7): authentication, allowed roots, input limits --
-    Setting("auth", "none",
-            "Authentication: tokens (bearer tokens from `commit-owner tokens create`) or none (loopback hosts only)."),
-    Setting("allow_insecure_no_auth", False,
-            "Allow --auth none on a non-loopback address (logs a warning; anyone who reaches the port may commit).",
-            _bool),
-    Setting("allow_location", ("./warehouse",),
-            "Roots under which tables may be registered (repeatable; comma-separated in the environment); "
-            "a path without a scheme is relative to the working directory.", _list),
-    Setting("max_line_bytes", 16 * 1024 * 1024, "Largest accepted line (one action) of a commit body.", int),
+@dataclass
+class Settings:
+    """The service's settings: the one declaration of every setting, typed (see :func:`setting`)."""
+
+    database_url: str = setting(
+        "sqlite+aiosqlite:///./commit-owner.db",
+        "SQLAlchemy URL of the ownership store (sqlite+aiosqlite:///path or postgresql+psycopg://...).")
+    host: str = setting(
+        "127.0.0.1",
+        "Address the HTTP API listens on.")
+    port: int = setting(
+        8080,
+        "Port the HTTP API listens on.",
+        parse=int)
+    commit_dir: str = setting(
+        COMMITS_DIR,
+        "Default staged-commit folder for new tables: _commits (RFC, Delta 3.x) or _staged_commits (Delta >= "
+        "4.0).")
+    s3_endpoint_url: str = setting(
+        "",
+        "S3 endpoint URL (MinIO, moto, ...); empty means AWS.")
+    s3_region: str = setting(
+        "us-east-1",
+        "S3 region.")
+    s3_access_key_id: str = setting(
+        "",
+        "S3 access key id (else the usual AWS environment/credential chain).",
+        secret=True)
+    s3_secret_access_key: str = setting(
+        "",
+        "S3 secret access key.",
+        secret=True)
+    backfill: bool = setting(
+        True,
+        "Run the backfiller inside the service (--no-backfill turns it off).",
+        parse=_bool)
+    backfill_batch_size: int = setting(
+        1,
+        "Backfill once this many commits are unbackfilled (1 = after every commit).",
+        parse=int)
+    backfill_interval_ms: int = setting(
+        0,
+        "Also backfill every T milliseconds (0 = only on the batch trigger).",
+        parse=int)
+    max_unbackfilled_commits: int = setting(
+        50,
+        "Refuse commits with 429 once a table has this many unbackfilled commits.",
+        parse=int)
+    backfill_lease_seconds: float = setting(
+        10.0,
+        "How long a process holds a table's backfill lease before another may take it over.",
+        parse=float)
+    max_body_bytes: int = setting(
+        64 * 1024 * 1024,
+        "Largest accepted request body (413 above).",
+        parse=int)
+    request_timeout_seconds: float = setting(
+        30.0,
+        "Deadline for the storage and database work of one request.",
+        parse=float)
+    db_pool_size: int = setting(
+        10,
+        "Database connection pool size.",
+        parse=int)
+    storage_threads: int = setting(
+        16,
+        "Threads of the bounded pool that runs blocking local-disk I/O.",
+        parse=int)
+    log_level: str = setting(
+        "INFO",
+        "Log level (DEBUG, INFO, WARNING, ERROR).")
+    log_format: str = setting(
+        "auto",
+        "Log format: auto (JSON lines when not on a terminal), json or text.")
+    # -- operations --
+    event_loop: str = setting(
+        "auto",
+        "Event loop of `serve`: auto (uvloop when installed, else asyncio), uvloop or asyncio.")
+    shutdown_grace_seconds: float = setting(
+        10.0,
+        "On SIGTERM/SIGINT, how long requests in flight may take to finish before they are cancelled.",
+        parse=float)
+    # -- security: authentication, allowed roots, input limits --
+    auth: str = setting(
+        "none",
+        "Authentication: tokens (bearer tokens from `commit-owner tokens create`) or none (loopback hosts "
+        "only).")
+    allow_insecure_no_auth: bool = setting(
+        False,
+        "Allow --auth none on a non-loopback address (logs a warning; anyone who reaches the port may "
+        "commit).",
+        parse=_bool)
+    allow_location: tuple[str, ...] = setting(
+        ("./warehouse",),
+        "Roots under which tables may be registered (repeatable; comma-separated in the environment); a path "
+        "without a scheme is relative to the working directory.",
+        parse=_list)
+    managed_location: str = setting(
+        "./warehouse/managed",
+        "Where the Unity Catalog facade puts new managed tables (POST /staging-tables): a local path or s3:// "
+        "prefix that must lie under an --allow-location root; a path without a scheme is relative to the "
+        "working directory.")
+    # -- credential vending (POST /temporary-table-credentials, /temporary-path-credentials) --
+    vend_role_arn: str = setting(
+        "",
+        "IAM role the owner assumes (STS AssumeRole) to vend short-lived S3 credentials scoped to one table; "
+        "empty = S3 credentials are refused (400 naming this setting).")
+    vend_duration_seconds: int = setting(
+        900,
+        "Lifetime of vended credentials, in seconds (STS accepts 900 to the role's maximum session duration).",
+        parse=int)
+    sts_endpoint_url: str = setting(
+        "",
+        "STS endpoint URL for credential vending; empty = the same as s3_endpoint_url (AWS when both are "
+        "empty).")
+    max_line_bytes: int = setting(
+        16 * 1024 * 1024,
+        "Largest accepted line (one action) of a commit body.",
+        parse=int)
+    max_clock_skew_seconds: float = setting(
+        300.0,
+        "Refuse a commit whose inCommitTimestamp is more than this far ahead of the owner's clock (a writer with a "
+        "fast clock would otherwise force every later commit to be stamped after it).",
+        parse=float)
     # -- reliability: orphan janitor, test-only fault injection (docs/reliability.md) --
-    Setting("janitor_interval_seconds", 600.0,
-            "Remove orphan commit files (never ratified) every N seconds in the service; 0 turns the janitor off.",
-            float),
-    Setting("janitor_min_age_seconds", 3600.0,
-            "Only orphans older than this are removed (raised to 3 x request_timeout_seconds + 5 s at least).", float),
-    Setting("fault_injection", "",
-            "TEST ONLY, never in production: make log storage fail and slow down on purpose, e.g. "
-            "'put_error=0.1;put_lost_ack=0.1;latency_ms=0-300;match=TEXT;seed=1'. Empty (default) = off."),
-)
-
-BY_NAME = {s.name: s for s in SETTINGS}
-
-
-class _SettingsMethods:
-    """Behaviour of :class:`Settings`; its fields are generated from :data:`SETTINGS` below."""
+    janitor_interval_seconds: float = setting(
+        600.0,
+        "Remove orphan commit files (never ratified) every N seconds in the service; 0 turns the janitor off.",
+        parse=float)
+    janitor_min_age_seconds: float = setting(
+        3600.0,
+        "Only orphans older than this are removed (raised to 3 x request_timeout_seconds + 5 s at least).",
+        parse=float)
+    fault_injection: str = setting(
+        "",
+        "TEST ONLY, never in production: make log storage fail and slow down on purpose, e.g. "
+        "'put_error=0.1;put_lost_ack=0.1;latency_ms=0-300;match=TEXT;seed=1'. Empty (default) = off.")
 
     @classmethod
     def load(
@@ -117,7 +193,7 @@ class _SettingsMethods:
         *,
         environ: dict[str, str] | None = None,
         config_file: str | os.PathLike[str] | None = None,
-    ) -> Any:
+    ) -> Settings:
         """Build settings from defaults, a TOML file, the environment and explicit overrides (in rising priority)."""
         environ = dict(os.environ if environ is None else environ)
         values: dict[str, Any] = {}
@@ -136,7 +212,7 @@ class _SettingsMethods:
         for k, v in (overrides or {}).items():
             if v is not None:
                 values[k] = v
-        out = cls()  # type: ignore[call-arg]
+        out = cls()
         for k, v in values.items():
             setting = BY_NAME[k]
             try:
@@ -147,8 +223,8 @@ class _SettingsMethods:
         return out
 
     def validate(self) -> None:
-        if self.commit_dir not in ("_commits", "_staged_commits"):
-            raise ValueError(f"commit_dir must be _commits or _staged_commits, got {self.commit_dir!r}")
+        if self.commit_dir not in COMMIT_DIRS:
+            raise ValueError(f"commit_dir must be one of {', '.join(COMMIT_DIRS)}, got {self.commit_dir!r}")
         if self.backfill_batch_size < 1:
             raise ValueError("backfill_batch_size must be >= 1")
         if self.max_unbackfilled_commits < 1:
@@ -157,8 +233,12 @@ class _SettingsMethods:
             raise ValueError("max_body_bytes must be >= 1024")
         if self.auth not in ("none", "tokens"):
             raise ValueError(f"auth must be tokens or none, got {self.auth!r}")
+        if not 900 <= self.vend_duration_seconds <= 43200:
+            raise ValueError("vend_duration_seconds must be between 900 and 43200 (STS limits)")
         if self.max_line_bytes < 1024:
             raise ValueError("max_line_bytes must be >= 1024")
+        if not self.max_clock_skew_seconds > 0:
+            raise ValueError("max_clock_skew_seconds must be > 0")
         if self.fault_injection:
             from .storage.faults import FaultSpec
 
@@ -172,11 +252,28 @@ class _SettingsMethods:
         }
 
 
-# The one declaration above also defines the settings object: one field per Setting, same default.
-Settings = make_dataclass(
-    "Settings",
-    [(st.name, Any, field(default=st.default, repr=not st.secret)) for st in SETTINGS],
-    bases=(_SettingsMethods,),
+@dataclass(frozen=True)
+class Setting:
+    """A view of one field of :class:`Settings` for the CLI, the environment and the generated docs."""
+
+    name: str
+    default: Any
+    help: str
+    type: Callable[[Any], Any] = str
+    secret: bool = False
+    flag: bool = True  # whether `serve` exposes it as a flag
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def option(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+SETTINGS: tuple[Setting, ...] = tuple(
+    Setting(f.name, f.default, f.metadata["help"], f.metadata["parse"], f.metadata["secret"], f.metadata["flag"])
+    for f in fields(Settings)
 )
-Settings.__module__ = __name__
-Settings.__doc__ = "The service's settings: one attribute per entry of SETTINGS."
+BY_NAME = {s.name: s for s in SETTINGS}

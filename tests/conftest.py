@@ -12,11 +12,13 @@ import shutil
 import subprocess
 import sys
 import uuid
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+import pytest_asyncio
 
+from tests.inprocess import InProcess
 from tests.support import S3_KEY, S3_SECRET, Backend, Service, free_port, migrate, wait_http
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -71,7 +73,8 @@ def pg_database_factory(pg_admin_url: str | None) -> Iterator:
 
 
 class MotoServer:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, env: dict[str, str] | None = None) -> None:
+        self.env = env
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.log = tmp / "moto.log"
@@ -82,7 +85,8 @@ class MotoServer:
         cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
         with open(self.log, "ab") as log:
             self.proc = subprocess.Popen([*cmd, "-H", "127.0.0.1", "-p", str(self.port)],
-                                         stdout=log, stderr=subprocess.STDOUT)
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         env=None if self.env is None else {**os.environ, **self.env})
         wait_http(self.endpoint + "/moto-api/", proc=self.proc)
 
     def stop(self) -> None:
@@ -130,6 +134,22 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return make_backend(request, db, storage, request.param)
 
 
+@pytest.fixture(scope="session", params=[f"{d}-{s}" for d, s in BACKENDS])
+def inproc_backend(request: pytest.FixtureRequest) -> Backend:
+    """Every backend again, with its own database and bucket: an in-process app's background backfiller
+    sweeps every table of its database, and must not publish the subprocess suites' tables."""
+    db, storage = request.param.split("-")
+    return make_backend(request, db, storage, request.param + "-inproc")
+
+
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def inproc(inproc_backend: Backend) -> AsyncIterator[InProcess]:
+    """The real app in this process on every backend (backfill after every commit), served on 127.0.0.1."""
+    app = await InProcess.start(inproc_backend)
+    yield app
+    await app.stop()
+
+
 @pytest.fixture(scope="session")
 def local_backend(request: pytest.FixtureRequest) -> Backend:
     """SQLite + local disk: the embedded default."""
@@ -150,9 +170,13 @@ def batch_size(request: pytest.FixtureRequest) -> int:
 
 
 @pytest.fixture(scope="session")
-def service(backend: Backend, batch_size: int) -> Iterator[Service]:
-    """The service on every backend and backfill batch size (the behaviour-suite matrix)."""
-    svc = Service(backend, extra_env={"COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(batch_size)}).start()
+def service(request: pytest.FixtureRequest, backend: Backend, batch_size: int) -> Iterator[Service]:
+    """The service on every backend and backfill batch size (the behaviour-suite matrix). A database and
+    bucket of its own, of the backend's kind: its background backfiller sweeps every table of its database
+    and must not publish another suite's tables while that suite pictures a refusal."""
+    db, storage = backend.name.split("-")
+    own = make_backend(request, db, storage, f"{backend.name}-batch{batch_size}")
+    svc = Service(own, extra_env={"COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(batch_size)}).start()
     svc.batch_size = batch_size  # type: ignore[attr-defined]
     yield svc
     svc.stop()

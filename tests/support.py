@@ -15,9 +15,10 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from client import CommitOwnerClient
 
@@ -55,6 +56,7 @@ class Backend:
     s3_endpoint: str = ""
     bucket: str = ""
     tmp: Path | None = None
+    _s3fs: Any = field(default=None, repr=False, compare=False)
 
     def new_location(self, name: str | None = None) -> str:
         name = name or f"t-{uuid.uuid4().hex[:12]}"
@@ -70,8 +72,15 @@ class Backend:
             roots.append(f"s3://{self.bucket}/")
         return ",".join(roots)
 
+    def managed_location(self) -> str:
+        """Where the Unity Catalog facade puts managed tables: inside the bucket or the backend's temp folder."""
+        if self.storage == "s3":
+            return f"s3://{self.bucket}/{self.name}/managed"
+        return "file://" + str(self.tmp / "managed") if self.tmp is not None else "./warehouse/managed"
+
     def env(self) -> dict[str, str]:
-        e = {"COMMIT_OWNER_DATABASE_URL": self.database_url, "COMMIT_OWNER_ALLOW_LOCATION": self.allowed_roots()}
+        e = {"COMMIT_OWNER_DATABASE_URL": self.database_url, "COMMIT_OWNER_ALLOW_LOCATION": self.allowed_roots(),
+             "COMMIT_OWNER_MANAGED_LOCATION": self.managed_location()}
         if self.s3_endpoint:
             e.update({
                 "COMMIT_OWNER_S3_ENDPOINT_URL": self.s3_endpoint,
@@ -84,10 +93,12 @@ class Backend:
 
     def fs(self) -> Any:
         if self.storage == "s3":
-            import s3fs
+            if self._s3fs is None:  # one client per backend (making one costs a session); listings never cached
+                import s3fs
 
-            return s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, endpoint_url=self.s3_endpoint,
-                                     skip_instance_cache=True, use_listings_cache=False)
+                self._s3fs = s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, endpoint_url=self.s3_endpoint,
+                                               skip_instance_cache=True, use_listings_cache=False)
+            return self._s3fs
         import fsspec
 
         return fsspec.filesystem("file")
@@ -155,7 +166,7 @@ class Service:
         kw.setdefault("deadline", 30.0)
         return CommitOwnerClient(self.endpoint, **kw)
 
-    def start(self) -> "Service":
+    def start(self) -> Service:
         if not self.port:
             self.port = free_port()
         env = dict(os.environ)
@@ -171,9 +182,9 @@ class Service:
         log.close()
         try:
             wait_http(self.endpoint + "/healthz", proc=self.proc)
-        except Exception:
+        except Exception as e:
             self.stop()
-            raise RuntimeError(f"service did not start: {self.log_text()[-3000:]}")
+            raise RuntimeError(f"service did not start: {self.log_text()[-3000:]}") from e
         return self
 
     def log_text(self) -> str:
@@ -196,8 +207,11 @@ class Service:
 
 
 def migrate(database_url: str) -> None:
-    subprocess.run([sys.executable, "-m", "coordinator", "migrate", "--database-url", database_url],
-                   cwd=str(ROOT), check=True, capture_output=True)
+    """The schema through the same Alembic migrations `commit-owner migrate` runs, without its process start
+    (tests/ops covers the command itself)."""
+    from coordinator.store import migrate as run_migrations
+
+    run_migrations(database_url)
 
 
 # -- commit bodies ------------------------------------------------------------------------------------
@@ -258,7 +272,7 @@ def version0(ict: int | None = None, owner: str = "commit-owner") -> list[dict[s
     ]
 
 
-def create_owned_table(service: "Service", location: str | None = None) -> tuple[str, str]:
+def create_owned_table(service: Service, location: str | None = None) -> tuple[str, str]:
     """Register a new table and write its version 0 the way a client does. Returns (table_id, location)."""
     b = service.backend
     loc = location or b.new_location()
@@ -288,15 +302,20 @@ def data_commit(backend: Backend, location: str, ids: list[int]) -> list[dict[st
     ]
 
 
+def delta_rs_target(backend: Backend, location: str) -> tuple[str, dict[str, str] | None]:
+    """The table URI and storage options delta-rs needs for ``location`` on ``backend``."""
+    uri = location[len("file://"):] if location.startswith("file://") else location
+    if backend.storage != "s3":
+        return uri, None
+    return uri, {"AWS_ENDPOINT_URL": backend.s3_endpoint, "AWS_ACCESS_KEY_ID": S3_KEY,
+                 "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
+                 "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+
+
 def delta_rs_table(backend: Backend, location: str, version: int | None = None) -> Any:
     import deltalake
 
-    opts = None
-    uri = location[len("file://"):] if location.startswith("file://") else location
-    if backend.storage == "s3":
-        opts = {"AWS_ENDPOINT_URL": backend.s3_endpoint, "AWS_ACCESS_KEY_ID": S3_KEY,
-                "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
-                "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+    uri, opts = delta_rs_target(backend, location)
     return deltalake.DeltaTable(uri, version=version, storage_options=opts)
 
 

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from coordinator.bench.stats import parse_counters, per_commit, percentile
-from coordinator.cli import main
+from coordinator.cli.main import main
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -76,6 +76,7 @@ def _row(report: dict, prefix: str, system: str = "owner") -> dict:
     return next(r for r in report["results"] if r["scenario"].startswith(prefix) and r["system"] == system)
 
 
+@pytest.mark.slow
 def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
     png = tmp_path / "bench.png"
     report = _run(tmp_path, "--database", "sqlite", "--png", str(png))
@@ -89,6 +90,7 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 @pytest.mark.postgres
 def test_smoke_on_postgres_counts_the_work_per_commit(tmp_path, pg_admin_url: str | None) -> None:
     if pg_admin_url is None:

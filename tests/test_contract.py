@@ -1,4 +1,4 @@
-"""The commit-owner contract (PROTOCOL.md section 8: A01-A19, K01, K02, K05, K06, K12) on every backend
+"""The commit-owner contract (the scenarios Delta's own coordinator suites check: A01-A19, K01, K02, K05, K06, K12) on every backend
 (SQLite / PostgreSQL x local disk / S3) and backfill batch size (1, 2, 100)."""
 
 from __future__ import annotations
@@ -211,7 +211,7 @@ def test_concurrent_writers_lose_nothing_and_duplicate_nothing(service: Service)
     c = service.client()
     c.backfill_to_version(table_id, total)
     check_invariants(service, table_id, loc)
-    for v, [(w, body)] in results.items():
+    for v, [(_w, body)] in results.items():
         assert service.backend.read(delta_file(loc, v)) == body
     # exactly one ratified file per version; every other staged file was removed
     staged = service.backend.list(f"{loc}/_delta_log/_commits")

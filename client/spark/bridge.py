@@ -30,38 +30,27 @@ from py4j.java_gateway import JavaClass, JavaObject
 from py4j.protocol import Py4JJavaError
 
 from ..errors import (
+    CommitDirMismatchError,
     CommitFailedError,
     CommitOwnerError,
     CommitStateUnknownError,
+    DeltaSparkUnavailableError,
 )
 from ..http import CommitOwnerClient
+from ..layout import COMMITS_DIR
+from .jars import AWS_SDK_V1_DYNAMODB, AWS_SDK_V1_PROBE_CLASS, HOW_TO_CHECK, how_to_get_delta_spark
 
 PROVIDER_CLASS = "org.apache.spark.sql.delta.coordinatedcommits.CommitCoordinatorProvider"
 BUILDER_INTERFACE = "org.apache.spark.sql.delta.coordinatedcommits.CommitCoordinatorBuilder"
 CLIENT_INTERFACE = "io.delta.storage.commit.CommitCoordinatorClient"
 UTILS_CLASS = "io.delta.storage.commit.CoordinatedCommitsUtils"
 OLD_PROVIDER_CLASS = "org.apache.spark.sql.delta.managedcommit.CommitOwnerProvider"
+# Delta's own DynamoDB coordinator: its provider builds one at start-up, which needs the AWS SDK v1.
+DYNAMODB_BUILDER_CLASS = "io.delta.dynamodbcommitcoordinator.DynamoDBCommitCoordinatorClientBuilder"
 
 _TO_STRING_PREFIX = "delta-commit-owner coordinator client for "
 # Idempotency keys of bridge commits live in their own namespace (uuid5 of table, version and bytes).
 _KEY_NAMESPACE = uuid.UUID("6f1c2b56-4a52-4d0e-9a53-8c3b1e0f2d71")
-
-
-class DeltaSparkUnavailableError(CommitOwnerError):
-    """delta-spark's classes are not in the driver JVM, or they predate ``CommitCoordinatorClient`` (< 3.3)."""
-
-    code = "DELTA_SPARK_UNAVAILABLE"
-    http_status = 0
-
-
-class CommitDirMismatchError(CommitOwnerError):
-    """The owner stages this table's commits in a folder this Delta version does not read.
-
-    Delta >= 4.0 reads only ``_delta_log/_staged_commits``, Delta 3.3 only ``_delta_log/_commits``.
-    """
-
-    code = "COMMIT_DIR_MISMATCH"
-    http_status = 0
 
 
 def _java_class(jvm: Any, name: str) -> Any | None:
@@ -82,21 +71,86 @@ def staged_commit_dir(jvm: Any) -> str:
             raise
         except Exception:  # noqa: BLE001 - an older utils class without commitDirPath
             pass
-    return "_commits"
+    return COMMITS_DIR
 
 
-def check_delta_spark(jvm: Any) -> None:
-    """Raise DeltaSparkUnavailableError unless the driver JVM has delta-spark >= 3.3's commit-coordinator API."""
+def _driver_jvm(spark_or_jvm: Any) -> Any:
+    from pyspark.sql import SparkSession
+
+    # (a py4j JVM view answers every attribute name, so ask the type, not the object)
+    return spark_or_jvm.sparkContext._jvm if isinstance(spark_or_jvm, SparkSession) else spark_or_jvm
+
+
+def _has_class_file(jvm: Any, name: str) -> bool:
+    """Whether the class loader py4j uses can see ``name``'s class file, without loading the class.
+
+    (Looking a class up through py4j loads it; for Delta's DynamoDB builder without the AWS SDK that throws
+    NoClassDefFoundError inside py4j's own thread and breaks the gateway connection.)
+    """
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+    if loader is None:
+        loader = jvm.java.lang.ClassLoader.getSystemClassLoader()
+    return loader.getResource(name.replace(".", "/") + ".class") is not None
+
+
+def _missing_aws_sdk(cause: str) -> DeltaSparkUnavailableError:
+    return DeltaSparkUnavailableError(
+        "delta-spark's CommitCoordinatorProvider cannot be initialized: the AWS SDK v1 DynamoDB classes are not on "
+        f"the driver class path ({cause}). Delta loads them even when no table uses DynamoDB, and declares them a "
+        f"'provided' dependency, so fetching delta-spark does not bring them. Add {AWS_SDK_V1_DYNAMODB} to "
+        "spark.jars.packages, or its jar and aws-java-sdk-core's to spark.jars and spark.driver.extraClassPath, "
+        f"before the session starts; {HOW_TO_CHECK}"
+    )
+
+
+def check_delta_spark(spark_or_jvm: Any) -> None:
+    """Raise DeltaSparkUnavailableError unless the driver JVM has delta-spark >= 3.3's commit-coordinator API
+    and the AWS SDK v1 classes its provider loads. Takes a SparkSession or its ``sparkContext._jvm``."""
+    jvm = _driver_jvm(spark_or_jvm)
     if _java_class(jvm, PROVIDER_CLASS) is None or _java_class(jvm, CLIENT_INTERFACE) is None:
         if _java_class(jvm, OLD_PROVIDER_CLASS) is not None:
             raise DeltaSparkUnavailableError(
                 "delta-spark in this SparkSession is too old (3.2 or earlier, 'managed commits' preview); "
-                "use delta-spark >= 3.3 (4.x needs pyspark >= 4.0)"
+                f"use delta-spark >= 3.3 (4.x needs pyspark >= 4.0): {how_to_get_delta_spark()}; {HOW_TO_CHECK}"
             )
         raise DeltaSparkUnavailableError(
-            f"delta-spark is not on the driver classpath ({PROVIDER_CLASS} not found); build the session with "
-            "spark_session_with_commit_owner(...) or add io.delta:delta-spark to spark.jars.packages"
+            f"delta-spark is not on the driver class path ({PROVIDER_CLASS} not found): {how_to_get_delta_spark()}; "
+            f"{HOW_TO_CHECK}"
         )
+    if _has_class_file(jvm, DYNAMODB_BUILDER_CLASS) and not _has_class_file(jvm, AWS_SDK_V1_PROBE_CLASS):
+        raise _missing_aws_sdk(f"{AWS_SDK_V1_PROBE_CLASS} not found")
+
+
+def _java_causes(error: Py4JJavaError) -> list[tuple[str, str]]:
+    """(class name, message) of the Java exception behind ``error`` and each of its causes."""
+    out: list[tuple[str, str]] = []
+    exc = getattr(error, "java_exception", None)
+    while exc is not None and len(out) < 10:
+        try:
+            out.append((str(exc.getClass().getName()), str(exc.getMessage() or "")))
+            cause = exc.getCause()
+        except Exception:  # noqa: BLE001 - a Java object py4j can no longer reach: stop here
+            break
+        exc = None if cause is None or cause.equals(exc) else cause
+    return out
+
+
+def explain_missing_classes(error: Py4JJavaError) -> DeltaSparkUnavailableError | None:
+    """The clear error for a Java failure caused by a class missing from the driver, or None if it is not one.
+
+    A missing AWS SDK v1 class (``NoClassDefFoundError: com/amazonaws/...``) becomes the error naming
+    the AWS jar; a provider whose initialization failed earlier in this JVM (``Could not initialize class``)
+    the same, since that is what makes it fail.
+    """
+    for name, message in _java_causes(error):
+        if name not in ("java.lang.NoClassDefFoundError", "java.lang.ClassNotFoundException",
+                        "java.lang.ExceptionInInitializerError"):
+            continue
+        if "com/amazonaws/" in message or "com.amazonaws." in message:
+            return _missing_aws_sdk(f"{name}: {message}")
+        if "Could not initialize class" in message and "delta" in message:
+            return _missing_aws_sdk(f"{name}: {message}; its first failure in this JVM is the one to look at")
+    return None
 
 
 def table_location(log_path: Any) -> str:
@@ -325,7 +379,7 @@ class _Builder:
     class Java:
         implements = [BUILDER_INTERFACE]
 
-    def __init__(self, bridge: "OwnerBridge") -> None:
+    def __init__(self, bridge: OwnerBridge) -> None:
         self._bridge = bridge
 
     def getName(self) -> str:  # noqa: N802
@@ -357,7 +411,9 @@ class OwnerBridge:
         with self._lock:
             existing = self._clients.get(endpoint)
             if existing is None:
-                http = CommitOwnerClient(endpoint, token=self.token, timeout=self.timeout, deadline=self.deadline)
+                # Delta's getCommits also runs inside commits: it keeps the whole deadline to reach the owner.
+                http = CommitOwnerClient(endpoint, token=self.token, timeout=self.timeout, deadline=self.deadline,
+                                         connect_deadline=self.deadline)
                 existing = CommitOwnerCoordinatorClient(self.gateway, http, self.commit_dir)
                 self._clients[endpoint] = existing
             return existing
@@ -407,9 +463,18 @@ def use_commit_owner(
                 )
             return existing
         provider = _java_class(jvm, PROVIDER_CLASS)
-        if bool(provider.getRegisteredCoordinatorNames().contains(name)):
+        if provider is None:  # check_delta_spark found it a moment ago
+            raise DeltaSparkUnavailableError(f"{PROVIDER_CLASS} vanished from the driver JVM")
+        try:
+            taken = bool(provider.getRegisteredCoordinatorNames().contains(name))
+        except Py4JJavaError as e:
+            clear = explain_missing_classes(e)
+            if clear is None:
+                raise
+            raise clear from e
+        if taken:
             raise ValueError(f"commit coordinator {name!r} is already registered in this JVM by another builder")
-        ensure_callback_server_started(gateway)
+        ensure_callback_server_started(gateway)  # type: ignore[no-untyped-call]
         _install_log_filter()
         for params in ("python_parameters", "callback_server_parameters"):
             p = gateway.__dict__.get(params)
@@ -430,6 +495,7 @@ __all__ = [
     "DeltaSparkUnavailableError",
     "OwnerBridge",
     "check_delta_spark",
+    "explain_missing_classes",
     "staged_commit_dir",
     "table_location",
     "use_commit_owner",

@@ -1,23 +1,18 @@
 """Per-file statistics of freshly written Parquet files, computed by one Spark aggregation.
 
 Spark reads the files back (``_metadata`` gives path, size and modification time) and aggregates per
-file: ``numRecords`` and, per leaf column, ``minValues`` / ``maxValues`` / ``nullCount``. Bounds are only
-written when they are exact or safely wide: timestamps are rounded outwards to milliseconds, a string max
-longer than 32 characters and NaN float bounds are left out, decimals and timestamps without time zone get
-only null counts. A reader may skip a file only on bounds, so a missing bound is always safe.
+file: ``numRecords`` and, per leaf column, ``minValues`` / ``maxValues`` / ``nullCount``. Which bounds are
+written, and how, is :mod:`client.stats` (shared with the pyarrow writer).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import math
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
-from .actions import DataFile, partition_values_from_path
-
-STRING_PREFIX = 32
-_NUMERIC = {"byte", "short", "integer", "long", "float", "double"}
+from ..actions import DataFile, partition_values_from_path
+from ..stats import bound, bound_kind, set_path
 
 
 def _quote(name: str) -> str:
@@ -36,40 +31,7 @@ def _leaves(schema: Any, prefix: tuple[str, ...] = ()) -> Iterator[tuple[tuple[s
 
 
 def _bound_kind(data_type: Any) -> str | None:
-    name = data_type.typeName()
-    if name in _NUMERIC:
-        return "float" if name in ("float", "double") else "int"
-    if name in ("string", "date", "timestamp"):
-        return name
-    return None  # boolean, binary, decimal, timestamp_ntz, arrays, maps: null counts only
-
-
-def _iso_utc_ms(micros: int, *, round_up: bool) -> str:
-    ms = micros // 1000 if not round_up else -((-micros) // 1000)
-    t = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(milliseconds=ms)
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
-
-
-def _set(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
-    for p in path[:-1]:
-        tree = tree.setdefault(p, {})
-    tree[path[-1]] = value
-
-
-def _bound(kind: str, value: Any, *, is_max: bool) -> Any:
-    if value is None:
-        return None
-    if kind == "float":
-        return None if math.isnan(value) or math.isinf(value) else value
-    if kind == "timestamp":
-        return _iso_utc_ms(int(value), round_up=is_max)
-    if kind == "date":
-        return value.isoformat()
-    if kind == "string":
-        if len(value) <= STRING_PREFIX:
-            return value
-        return None if is_max else value[:STRING_PREFIX]
-    return value
+    return bound_kind(data_type.typeName())
 
 
 def collect_data_files(
@@ -104,14 +66,14 @@ def collect_data_files(
         rel = _relative(r["file_path"], base)
         stats: dict[str, Any] = {"numRecords": int(r["n"]), "minValues": {}, "maxValues": {}, "nullCount": {}}
         for i, (path, kind) in enumerate(leaves):
-            _set(stats["nullCount"], path, int(r[f"z{i}"] or 0))
+            set_path(stats["nullCount"], path, int(r[f"z{i}"] or 0))
             if kind is None:
                 continue
-            lo, hi = _bound(kind, r[f"l{i}"], is_max=False), _bound(kind, r[f"h{i}"], is_max=True)
+            lo, hi = bound(kind, r[f"l{i}"], is_max=False), bound(kind, r[f"h{i}"], is_max=True)
             if lo is not None:
-                _set(stats["minValues"], path, lo)
+                set_path(stats["minValues"], path, lo)
             if hi is not None:
-                _set(stats["maxValues"], path, hi)
+                set_path(stats["maxValues"], path, hi)
         seen[rel] = DataFile(
             path=relative_prefix + rel,
             size=int(r["file_size"]),

@@ -3,22 +3,25 @@
 from __future__ import annotations
 
 import logging
-from typing import AsyncIterator
+from collections.abc import AsyncIterator
 
 from aiohttp import web
 
 from backfill.worker import Backfiller
+from coordinator.ops.janitor import Janitor
 
-from ..janitor import janitor_ctx
+from ..metrics import Metrics, RecentErrors
 from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
-from ..store import OwnershipStore, check_schema, create_engine
-from ..metrics import Metrics, RecentErrors
+from ..store import OwnershipStore, open_engine
+from ..unity import UnityCatalog
+from ..vending import CredentialVendor
 from . import commits, health, observe, openapi, status, tables
 from .auth import auth_middleware, check_auth_mode, tokens_ctx
 from .errors import error_middleware
-from .keys import BACKFILLER, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE
+from .keys import BACKFILLER, JANITOR, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE, UNITY, VENDOR
+from .unity.routes import add_routes as add_unity_routes
 
 log = logging.getLogger("commit_owner.app")
 
@@ -27,14 +30,10 @@ API = "/api/v1"
 
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     s = app[SETTINGS]
-    engine = create_engine(s.database_url, pool_size=s.db_pool_size, timeout=s.request_timeout_seconds)
-    app[METRICS].watch_engine(engine)
-    try:
-        await check_schema(engine)
+    async with open_engine(s.database_url, pool_size=s.db_pool_size, timeout=s.request_timeout_seconds,
+                           on_create=app[METRICS].watch_engine) as engine:
         app[STORE] = OwnershipStore(engine)
         yield
-    finally:
-        await engine.dispose()
 
 
 async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -48,17 +47,28 @@ async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     s = app[SETTINGS]
-    service = CommitService(s, app[STORE], app[STORAGE])
-    backfiller = Backfiller(app[STORE], app[STORAGE], s, background=s.backfill)
-    service.backfiller = backfiller
-    service.metrics = backfiller.metrics = app[METRICS]
+    backfiller = Backfiller(app[STORE], app[STORAGE], s, background=s.backfill, metrics=app[METRICS])
+    service = CommitService(s, app[STORE], app[STORAGE], backfiller=backfiller, metrics=app[METRICS])
     app[SERVICE] = service
+    app[UNITY] = UnityCatalog(service)
+    app[VENDOR] = CredentialVendor(s)
     app[BACKFILLER] = backfiller
     await backfiller.start()
     try:
         yield
     finally:
         await backfiller.stop()
+
+
+async def _janitor_ctx(app: web.Application) -> AsyncIterator[None]:
+    """The orphan janitor of a service process (off when its interval is 0)."""
+    janitor = Janitor(app[STORE], app[STORAGE], app[SETTINGS])
+    app[JANITOR] = janitor
+    await janitor.start()
+    try:
+        yield
+    finally:
+        await janitor.stop()
 
 
 def create_app(settings: Settings) -> web.Application:
@@ -68,7 +78,7 @@ def create_app(settings: Settings) -> web.Application:
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[RECENT_ERRORS] = RecentErrors()
-    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx, tokens_ctx, janitor_ctx])
+    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx, tokens_ctx, _janitor_ctx])
     app.router.add_get("/healthz", health.healthz)
     app.router.add_get("/readyz", health.readyz)
     app.router.add_get("/metrics", observe.metrics_handler)
@@ -81,4 +91,5 @@ def create_app(settings: Settings) -> web.Application:
     app.router.add_get(f"{API}/tables/{{table_id}}/commits", commits.get_commits)
     app.router.add_post(f"{API}/tables/{{table_id}}/backfill", tables.backfill)
     app.router.add_get(f"{API}/openapi.json", openapi.document)
+    add_unity_routes(app)
     return app

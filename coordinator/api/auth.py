@@ -15,25 +15,23 @@ from __future__ import annotations
 import ipaddress
 import logging
 import os
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
 from client.errors import InvalidArgumentError, PermissionDeniedError, UnauthenticatedError
+from client.layout import local_path, normalize_location
+from coordinator.security.tokens import Principal, secret_matches, split_token
 
-from ..locations import local_path, normalize_location
 from ..service import parse_uuid
 from ..settings import Settings
 from ..store.tokens import TokenStore
-from ..tokens import Principal, secret_matches, split_token
 from .errors import Handler, error_response, json_body
-from .keys import SERVICE, SETTINGS, STORE
+from .keys import OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
 
 log = logging.getLogger("commit_owner.auth")
 
 TOKENS = web.AppKey("tokens", TokenStore)
-PRINCIPAL = "auth.principal"
-VISIBLE = "auth.visible"  # request key: a predicate on locations, set when listing must be filtered
 
 API = "/api/v1"
 PUBLIC = frozenset({("GET", "/healthz"), ("GET", "/readyz"), ("GET", f"{API}/openapi.json")})
@@ -47,7 +45,43 @@ ROUTE_ACTIONS = {
     ("GET", f"{API}/tables/{{table_id}}/commits"): "read",
     ("POST", f"{API}/tables/{{table_id}}/backfill"): "admin",
 }
-REGISTER_FIELDS = {"location", "currentVersion", "commitDir"}
+# What a monitoring system reads: open to an ops token (and to admin over "*"), never to table scopes.
+WATCH = frozenset({("GET", "/metrics"), ("GET", "/")})
+REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name"}
+
+# The Unity Catalog facade: the middleware checks that the token holds the action somewhere; the handler,
+# once it knows the table's location, calls ``require`` for that location. Creating and dropping catalogs
+# and schemas is left out on purpose: it needs admin over every location ("*").
+UC = "/api/2.1/unity-catalog"
+ROUTE_ACTIONS.update({
+    ("GET", f"{UC}/catalogs"): "read",
+    ("GET", f"{UC}/catalogs/{{name}}"): "read",
+    ("GET", f"{UC}/schemas"): "read",
+    ("GET", f"{UC}/schemas/{{full_name}}"): "read",
+    ("POST", f"{UC}/staging-tables"): "admin",
+    ("POST", f"{UC}/tables"): "admin",
+    ("GET", f"{UC}/tables"): "read",
+    ("GET", f"{UC}/tables/{{full_name}}"): "read",
+    ("DELETE", f"{UC}/tables/{{full_name}}"): "admin",
+    ("POST", f"{UC}/delta/preview/commits"): "commit",
+    ("GET", f"{UC}/delta/preview/commits"): "read",
+    # the handler asks READ_WRITE / PATH_READ_WRITE for commit and PATH_CREATE_TABLE for admin
+    ("POST", f"{UC}/temporary-table-credentials"): "read",
+    ("POST", f"{UC}/temporary-path-credentials"): "read",
+})
+
+
+def require(request: web.Request, action: str, location: str, *, on_disk: bool = False) -> None:
+    """Raise PermissionDeniedError unless the request's token may ``action`` on ``location`` (a no-op with
+    ``--auth none``). ``on_disk``: also check the real path of a local location (symlinks)."""
+    principal: Principal | None = request.get(PRINCIPAL)
+    if principal is None:
+        return
+    if not principal.may(action, location):
+        raise _denied(principal, action)
+    if on_disk and location.startswith("file://"):
+        if not principal.may_on_disk(action, os.path.realpath(local_path(location))):
+            raise _denied(principal, action)
 
 
 def is_loopback(host: str) -> bool:
@@ -130,13 +164,18 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     try:
         principal = await authenticate(request)
     except UnauthenticatedError as e:
-        request["outcome"] = e.code
-        resp = error_response(e, request.get("request_id"))
+        request[OUTCOME] = e.code
+        resp = error_response(e, request.get(REQUEST_ID), path=request.path)
         resp.headers["WWW-Authenticate"] = 'Bearer realm="commit-owner"'
         return resp
     request[PRINCIPAL] = principal
     if info.http_exception is not None:
         return await handler(request)  # 404 / 405, answered to authenticated callers only
+    if route in WATCH:
+        if not principal.may_watch():
+            raise PermissionDeniedError(f"token {principal.token_id} needs the ops scope (*:ops) or admin over "
+                                        "every location (*) here")
+        return await handler(request)
     action = ROUTE_ACTIONS.get(route)
     if action is None:
         if not principal.may_everywhere("admin"):

@@ -6,10 +6,13 @@ from aiohttp import web
 
 from client.errors import InvalidArgumentError
 
-from .errors import json_response, only_params, query_int
-from .keys import SERVICE
 from ..service import parse_uuid
+from .errors import json_response, only_params, query_int
+from .keys import SERVICE, TABLE_ID, VERSION
 
+# The Content-Types a commit body may carry: NDJSON's own, and the generic ones HTTP clients send for raw bytes
+# (no Content-Type at all reads as application/octet-stream). Anything else, e.g. curl -d's form encoding, is
+# refused. docs/api.md and the OpenAPI document list the same (a test keeps them in step).
 NDJSON = ("application/x-ndjson", "application/json", "text/plain", "application/octet-stream")
 
 
@@ -18,11 +21,13 @@ async def commit(request: web.Request) -> web.Response:
     table_id = parse_uuid(request.match_info["table_id"], "table id")
     version = query_int(request, "version", required=True)
     if request.content_type not in NDJSON:
-        raise InvalidArgumentError("Content-Type must be application/x-ndjson")
+        raise InvalidArgumentError(f"Content-Type {request.content_type} is not accepted for a commit body: send "
+                                   f"{NDJSON[0]} (also accepted: {', '.join(NDJSON[1:])})")
     data = await request.read()
     key = request.headers.get("Idempotency-Key")
-    request["table_id"], request["version"] = table_id, version
-    result = await request.app[SERVICE].commit(table_id, version, data, key)  # type: ignore[arg-type]
+    request[TABLE_ID] = table_id
+    request[VERSION] = version
+    result = await request.app[SERVICE].commit(table_id, version, data, key)
     return json_response(result)
 
 

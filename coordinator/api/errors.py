@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Literal, overload
 
 import orjson
 from aiohttp import web
 
 from client.errors import CommitOwnerError, InternalError, InvalidArgumentError, PayloadTooLargeError
+
+from .keys import OUTCOME, REQUEST_ID
+from .unity.errors import is_unity, uc_envelope
 
 log = logging.getLogger("commit_owner.api")
 
@@ -36,8 +40,13 @@ def json_response(data: object, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
 
 
-def error_response(err: CommitOwnerError, request_id: str | None = None) -> web.Response:
-    resp = json_response(err.to_envelope(), status=err.http_status)
+def error_response(err: CommitOwnerError, request_id: str | None = None, *, path: str = "") -> web.Response:
+    """The error reply: the project's envelope, or Unity Catalog's under its prefix (unity/errors.py)."""
+    if is_unity(path):
+        status, body = uc_envelope(err)
+        resp = json_response(body, status=status)
+    else:
+        resp = json_response(err.to_envelope(), status=err.http_status)
     if request_id:
         resp.headers["X-Request-Id"] = request_id
     return resp
@@ -48,32 +57,37 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
     request_id = request.headers.get("X-Request-Id") or uuid.uuid4().hex
     if len(request_id) > 64 or not request_id.isprintable():
         request_id = uuid.uuid4().hex
-    request["request_id"] = request_id
+    request[REQUEST_ID] = request_id
     try:
         resp = await handler(request)
     except CommitOwnerError as e:
-        request["outcome"] = e.code
-        return error_response(e, request_id)
+        request[OUTCOME] = e.code
+        return error_response(e, request_id, path=request.path)
     except web.HTTPRequestEntityTooLarge:
-        request["outcome"] = "PAYLOAD_TOO_LARGE"
+        request[OUTCOME] = "PAYLOAD_TOO_LARGE"
         # (aiohttp's exception does not keep the limit as an attribute: the request does)
         return error_response(PayloadTooLargeError(f"request body larger than {request.client_max_size} bytes"),
-                              request_id)
+                              request_id, path=request.path)
     except web.HTTPException as e:
         if e.status < 400:
             raise
         code = _HTTP_CODES.get(e.status, "INVALID_ARGUMENT" if e.status < 500 else "INTERNAL")
-        request["outcome"] = code
+        request[OUTCOME] = code
         err = CommitOwnerError(e.reason or code, code=code, http_status=e.status)
-        return error_response(err, request_id)
+        return error_response(err, request_id, path=request.path)
     except Exception:
         log.exception("unhandled error (request %s)", request_id)
-        request["outcome"] = "INTERNAL"
-        return error_response(InternalError(f"internal error; see the service log for request {request_id}"), request_id)
+        request[OUTCOME] = "INTERNAL"
+        return error_response(InternalError(f"internal error; see the service log for request {request_id}"),
+                              request_id, path=request.path)
     resp.headers["X-Request-Id"] = request_id
     return resp
 
 
+@overload
+def query_int(request: web.Request, name: str, *, required: Literal[True]) -> int: ...
+@overload
+def query_int(request: web.Request, name: str, *, required: bool = False) -> int | None: ...
 def query_int(request: web.Request, name: str, *, required: bool = False) -> int | None:
     raw = request.query.get(name)
     if raw is None or raw == "":

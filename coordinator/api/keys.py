@@ -1,27 +1,44 @@
-"""Typed keys of the application's resources (no module-level singletons)."""
+"""Typed keys of the application's resources (no module-level singletons) and of what a request carries."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from aiohttp import web
 
 from backfill.worker import Backfiller
+from coordinator.ops.janitor import Janitor
 
-from ..janitor import Janitor
+from ..metrics import Metrics, RecentErrors
 from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
 from ..store import OwnershipStore
+from ..unity import UnityCatalog
+from ..vending import CredentialVendor
 
 SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", OwnershipStore)
 STORAGE = web.AppKey("storage", StorageRouter)
 SERVICE = web.AppKey("service", CommitService)
 BACKFILLER = web.AppKey("backfiller", Backfiller)
+UNITY = web.AppKey("unity", UnityCatalog)
+VENDOR = web.AppKey("vendor", CredentialVendor)
 
 JANITOR = web.AppKey("janitor", Janitor)
 
 # operations (metrics, status page)
-from ..metrics import Metrics, RecentErrors  # noqa: E402
-
 METRICS = web.AppKey("metrics", Metrics)
 RECENT_ERRORS = web.AppKey("recent_errors", RecentErrors)
+
+# what the middlewares and handlers note on a request (the access log line reads them)
+REQUEST_ID = web.RequestKey("request_id", str)
+OUTCOME = web.RequestKey("outcome", str)
+TABLE_ID = web.RequestKey("table_id", str)
+VERSION = web.RequestKey("version", int)
+
+from coordinator.security.tokens import Principal  # noqa: E402
+
+PRINCIPAL = web.RequestKey("principal", Principal)
+# set by the auth middleware when a listing must show only the tables the token may read
+VISIBLE: web.RequestKey[Callable[[str], bool]] = web.RequestKey("visible", Callable[[str], bool])  # type: ignore[arg-type]

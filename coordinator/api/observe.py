@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import orjson
 from aiohttp import web
@@ -17,7 +17,7 @@ from client.errors import CommitOwnerError
 
 from ..logs import redact
 from ..metrics import CONTENT_TYPE_LATEST
-from .keys import JANITOR, METRICS, RECENT_ERRORS, STORE
+from .keys import JANITOR, METRICS, OUTCOME, RECENT_ERRORS, REQUEST_ID, STORE, TABLE_ID, VERSION
 
 access_log = logging.getLogger("commit_owner.access")
 log = logging.getLogger("commit_owner.api")
@@ -64,22 +64,22 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
         route = _route(request)
         metrics.requests.labels(request.method, route, str(status)).inc()
         metrics.request_latency.labels(request.method, route).observe(elapsed)
-        outcome = request.get("outcome") or ("ok" if status < 400 else str(status))
-        table_id = request.get("table_id") or request.match_info.get("table_id")
-        version = request.get("version")
+        outcome = request.get(OUTCOME) or ("ok" if status < 400 else str(status))
+        table_id = request.get(TABLE_ID) or request.match_info.get("table_id")
+        version = request.get(VERSION)
         if version is None and "version" in request.query:
             version = request.query.get("version")
         query = redact(request.query_string) if request.query_string else ""
         access_log.info(
             "%s %s%s %d %s %.1fms", request.method, request.path, f"?{query}" if query else "", status, outcome,
             elapsed * 1000,
-            extra={"request_id": request.get("request_id"), "table_id": table_id, "version": version,
+            extra={"request_id": request.get(REQUEST_ID), "table_id": table_id, "version": version,
                    "outcome": outcome, "duration_ms": round(elapsed * 1000, 3), "method": request.method,
                    "path": request.path, "status": status},
         )
         if status >= 500 or outcome in _NOTABLE:
             message = _error_message(resp) if resp is not None else None
-            request.app[RECENT_ERRORS].add(request_id=request.get("request_id"), method=request.method,
+            request.app[RECENT_ERRORS].add(request_id=request.get(REQUEST_ID), method=request.method,
                                            path=request.path, status=status, outcome=outcome, table_id=table_id,
                                            message=redact(message or ""))
 

@@ -6,9 +6,10 @@ from aiohttp import web
 
 from client.errors import InvalidArgumentError
 
-from .errors import json_body, json_response, only_params
-from .keys import BACKFILLER, SERVICE, STORE
 from ..service import parse_uuid
+from ..unity import v1_name
+from .errors import json_body, json_response, only_params
+from .keys import BACKFILLER, SERVICE, STORE, VISIBLE
 
 
 def _int_field(body: dict, name: str, *, default: int | None = None, minimum: int | None = None) -> int | None:
@@ -24,7 +25,7 @@ def _int_field(body: dict, name: str, *, default: int | None = None, minimum: in
 
 async def register_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    body = await json_body(request, {"location", "currentVersion", "commitDir"})
+    body = await json_body(request, {"location", "currentVersion", "commitDir", "name"})
     location = body.get("location")
     if not isinstance(location, str):
         raise InvalidArgumentError("location is required and must be a string")
@@ -32,7 +33,9 @@ async def register_table(request: web.Request) -> web.Response:
     commit_dir = body.get("commitDir")
     if commit_dir is not None and not isinstance(commit_dir, str):
         raise InvalidArgumentError("commitDir must be a string")
-    table = await request.app[SERVICE].register_table(location, current, commit_dir)  # type: ignore[arg-type]
+    name = v1_name(body["name"]) if body.get("name") is not None else None
+    table = await request.app[SERVICE].register_table(location, current, commit_dir,  # type: ignore[arg-type]
+                                                      name=name)
     return json_response(table.to_json(), status=201)
 
 
@@ -56,7 +59,7 @@ async def list_tables(request: web.Request) -> web.Response:
         table = await request.app[SERVICE].find_table(location)
         return json_response(table.to_json())
     tables = await request.app[STORE].list_tables()
-    visible = request.get("auth.visible")  # set by the auth middleware: only tables the token may read
+    visible = request.get(VISIBLE)  # set by the auth middleware: only tables the token may read
     return json_response({"tables": [t.to_json() for t in tables if visible is None or visible(t.location)]})
 
 

@@ -21,8 +21,9 @@ from .stats import Sample
 
 def _schema() -> Any:
     from deltalake import Field, Schema
+    from deltalake.schema import PrimitiveType
 
-    return Schema([Field("id", "long", nullable=True)])
+    return Schema([Field("id", PrimitiveType("long"), nullable=True)])
 
 
 def create_tables(env: BenchEnv, n: int) -> list[str]:

@@ -28,7 +28,8 @@ def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode} before {url} answered")
+            cmd = proc.args[0] if isinstance(proc.args, list) else proc.args
+            raise RuntimeError(f"{cmd!s} exited with {proc.returncode} before {url} answered")
         try:
             with urllib.request.urlopen(url, timeout=1):
                 return
@@ -60,7 +61,7 @@ class BenchEnv:
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
-    def start(self) -> "BenchEnv":
+    def start(self) -> BenchEnv:
         from ..store import migrate
 
         if self.database == "sqlite":
@@ -96,7 +97,7 @@ class BenchEnv:
         if not self.keep_workdir:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
-    def __enter__(self) -> "BenchEnv":
+    def __enter__(self) -> BenchEnv:
         return self.start()
 
     def __exit__(self, *_exc: Any) -> None:

@@ -13,6 +13,8 @@ import time
 import uuid
 from typing import Any
 
+from client.layout import COMMITS_DIR, commit_dir_uri, local_path, staged_file_name
+
 from .env import BenchEnv
 from .load import Clock, commit_body
 from .stats import Sample
@@ -41,11 +43,11 @@ def run_floor(env: BenchEnv, duration: float, min_ops: int = 20) -> dict[str, An
     update, insert = _sql(env, _UPDATE), _sql(env, _INSERT)
     fs = env.s3fs() if env.storage == "s3" else None
     if fs is None:
-        folder = location[len("file://"):] + "/_delta_log/_commits"
+        folder = local_path(commit_dir_uri(location, COMMITS_DIR))
         os.makedirs(folder, exist_ok=True)
         dir_fd = os.open(folder, os.O_RDONLY)
     else:
-        folder, dir_fd = location[len("s3://"):] + "/_delta_log/_commits", -1
+        folder, dir_fd = commit_dir_uri(location, COMMITS_DIR)[len("s3://"):], -1
     try:
         db.execute(_sql(env, _TABLE), (table_id, location))
         whole, storage, database = Sample(), Sample(), Sample()
@@ -56,7 +58,8 @@ def run_floor(env: BenchEnv, duration: float, min_ops: int = 20) -> dict[str, An
             v += 1
             ts = clock.next()
             data = commit_body(ts, v)
-            name = f"{v:020d}.{uuid.uuid4()}.json"
+            uid = str(uuid.uuid4())
+            name = staged_file_name(v, uid)
             s0 = time.perf_counter()
             if fs is None:
                 fd = os.open(f"{folder}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
@@ -76,7 +79,7 @@ def run_floor(env: BenchEnv, duration: float, min_ops: int = 20) -> dict[str, An
             cur = db.execute(update, (v, ts, ts, ts, table_id, v - 1, 1_000_000, ts))
             if cur.rowcount != 1:
                 raise RuntimeError(f"floor: the conditional update of version {v} matched {cur.rowcount} rows")
-            db.execute(insert, (table_id, v, name, str(uuid.uuid4()), len(data), ts, ts, "0" * 64, ts, None))
+            db.execute(insert, (table_id, v, name, uid, len(data), ts, ts, "0" * 64, ts, None))
             db.execute("COMMIT")
             s2 = time.perf_counter()
             storage.latencies.append(s1 - s0)

@@ -12,11 +12,14 @@ import os
 import random
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import aiohttp
 import orjson
+
+from client.layout import delta_file, local_path
 
 from .stats import Sample
 
@@ -60,7 +63,7 @@ class Driver:
         self.clock = clock or Clock()
         self.session: aiohttp.ClientSession | None = None
 
-    async def __aenter__(self) -> "Driver":
+    async def __aenter__(self) -> Driver:
         self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False),
                                              timeout=aiohttp.ClientTimeout(total=120))
         return self
@@ -221,9 +224,7 @@ async def run_paced(driver: Driver, table: str, start_version: int, rate: float,
 
 
 def local_published(location: str) -> Callable[[int], Any]:
-    root = location[len("file://"):] if location.startswith("file://") else location
-
     async def check(v: int) -> bool:
-        return os.path.exists(f"{root}/_delta_log/{v:020d}.json")
+        return os.path.exists(local_path(delta_file(location, v)))
 
     return check

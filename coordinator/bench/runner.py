@@ -7,8 +7,11 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
+
+from client.layout import delta_file
 
 from .env import BenchEnv
 from .load import BenchError, Driver, local_published, run_paced, run_readers, run_writers
@@ -32,9 +35,9 @@ class BenchOptions:
     keep_workdir: bool = False
 
     @classmethod
-    def smoke(cls, **kw: Any) -> "BenchOptions":
+    def smoke(cls, **kw: Any) -> BenchOptions:
         """Seconds, not minutes: every scenario runs briefly on a small growth."""
-        base = dict(duration=1.0, contention=(4, 16), tables=8, readers=2, lag_rate=50.0, growth_tables=200,
+        base: dict[str, Any] = dict(duration=1.0, contention=(4, 16), tables=8, readers=2, lag_rate=50.0, growth_tables=200,
                     growth_rows=20)
         base.update(kw)
         return cls(**base)
@@ -143,10 +146,10 @@ class Bench:
             fs = s3fs.S3FileSystem(key="bench", secret="bench", endpoint_url=env.s3_endpoint, asynchronous=True,
                                    skip_instance_cache=True, use_listings_cache=False)
             await fs.set_session()
-            root = location[len("s3://"):]
 
-            async def published(v: int) -> bool:
-                return bool(await fs._exists(f"{root}/_delta_log/{v:020d}.json"))
+            async def on_s3(v: int) -> bool:
+                return bool(await fs._exists(delta_file(location, v)[len("s3://"):]))
+            published: Callable[[int], Any] = on_s3
         else:
             published = local_published(location)
         async with Driver(env.endpoint) as d:
@@ -244,7 +247,7 @@ def _find(results: list[dict[str, Any]], prefix: str, system: str) -> dict[str, 
     return None
 
 
-def _ratio(a: float | None, b: float | None) -> float | None:
+def _ratio(a: Any, b: Any) -> float | None:
     return round(a / b, 3) if a is not None and b else None
 
 
@@ -253,7 +256,7 @@ def targets(results: list[dict[str, Any]], before: dict[str, Any], after: dict[s
     """Each target of docs/benchmarks.md as a measured ratio and met / not met."""
     out: list[dict[str, Any]] = []
 
-    def add(name: str, value: float | None, op: str, limit: float, how: str) -> None:
+    def add(name: str, value: Any, op: str, limit: float, how: str) -> None:
         met = value is not None and (value <= limit if op == "<=" else value >= limit if op == ">=" else value < limit)
         out.append({"target": name, "measured": value, "rule": f"{op} {limit:g}", "met": bool(met), "how": how})
 

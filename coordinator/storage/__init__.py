@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from ..settings import Settings
-from .base import FileInfo, LogStorage
+from .base import FileInfo, StorageBackend
 
 
 class StorageRouter:
     """Hands out the backend for a location's scheme; backends are created on first use."""
 
-    def __init__(self, settings: Settings, *, wrap: Callable[[LogStorage], LogStorage] | None = None) -> None:
+    def __init__(self, settings: Settings, *, wrap: Callable[[StorageBackend], StorageBackend] | None = None) -> None:
         self._settings = settings
-        self._backends: dict[str, LogStorage] = {}
+        self._backends: dict[str, StorageBackend] = {}
         self._outer = wrap  # e.g. the metrics' error counter, outside the deadline so timeouts are counted
 
-    def for_uri(self, uri: str) -> LogStorage:
+    def for_uri(self, uri: str) -> StorageBackend:
         scheme = uri.split("://", 1)[0]
         backend = self._backends.get(scheme)
         if backend is None:
@@ -26,7 +26,7 @@ class StorageRouter:
             self._backends[scheme] = backend
         return backend
 
-    def _wrap(self, backend: LogStorage) -> LogStorage:
+    def _wrap(self, backend: StorageBackend) -> StorageBackend:
         s = self._settings
         if s.fault_injection:  # TEST ONLY (see faults.py): inside the deadline so injected latency hits it
             from .faults import FaultSpec, FaultyStorage
@@ -38,7 +38,7 @@ class StorageRouter:
             backend = DeadlineStorage(backend, s.request_timeout_seconds)
         return backend
 
-    def _make(self, scheme: str) -> LogStorage:
+    def _make(self, scheme: str) -> StorageBackend:
         s = self._settings
         if scheme == "file":
             from .local import LocalStorage
@@ -66,4 +66,4 @@ class StorageRouter:
         self._backends.clear()
 
 
-__all__ = ["FileInfo", "LogStorage", "StorageRouter"]
+__all__ = ["FileInfo", "StorageBackend", "StorageRouter"]

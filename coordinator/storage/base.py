@@ -22,7 +22,7 @@ class FileInfo:
     modification_time: int  # milliseconds since the epoch
 
 
-class LogStorage(abc.ABC):
+class StorageBackend(abc.ABC):
     """Storage of one URI scheme."""
 
     scheme: str
@@ -51,8 +51,17 @@ class LogStorage(abc.ABC):
     async def info(self, uri: str) -> FileInfo:
         """Size and modification time. Raises FileNotFoundError."""
 
-    async def ping(self) -> None:
+    async def replace(self, uri: str, data: bytes) -> None:
+        """Create or overwrite ``uri`` with ``data`` atomically (readers see the old or the new bytes; used only
+        for hints such as ``_last_checkpoint``). Raises OSError."""
+        raise NotImplementedError(f"{type(self).__name__} cannot overwrite files")
+
+    async def walk(self, dir_uri: str) -> list[FileInfo]:
+        """Every file below ``dir_uri`` at any depth (``path`` is its URI); empty if it does not exist. Raises OSError."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list recursively")
+
+    async def ping(self) -> None:  # noqa: B027 - optional: most backends need no check
         """Check that the backend is reachable (readiness). Raises OSError."""
 
-    async def close(self) -> None:
+    async def close(self) -> None:  # noqa: B027 - optional: most backends hold nothing
         """Release connections and threads."""

@@ -12,25 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import errno
-from typing import Awaitable, TypeVar
+from collections.abc import Awaitable
+from typing import TypeVar
 
-from .base import FileInfo, LogStorage
+from .base import FileInfo, StorageBackend
 
 T = TypeVar("T")
 
 
-class DeadlineStorage(LogStorage):
-    def __init__(self, inner: LogStorage, timeout: float) -> None:
+class DeadlineStorage(StorageBackend):
+    def __init__(self, inner: StorageBackend, timeout: float) -> None:
         self.inner = inner
         self.timeout = timeout
         self.scheme = inner.scheme
-        self.timeouts = 0  # calls abandoned at the deadline (a plain counter for metrics)
 
     async def _bounded(self, what: str, uri: str, aw: Awaitable[T]) -> T:
         try:
             return await asyncio.wait_for(aw, self.timeout)
-        except asyncio.TimeoutError:
-            self.timeouts += 1
+        except asyncio.TimeoutError:  # counted by the metrics wrapper (commit_owner_storage_timeouts_total)
             raise TimeoutError(errno.ETIMEDOUT, f"log storage {what} took longer than {self.timeout}s", uri) from None
 
     async def put_if_absent(self, uri: str, data: bytes) -> FileInfo:
@@ -50,6 +49,12 @@ class DeadlineStorage(LogStorage):
 
     async def info(self, uri: str) -> FileInfo:
         return await self._bounded("info", uri, self.inner.info(uri))
+
+    async def replace(self, uri: str, data: bytes) -> None:
+        await self._bounded("write", uri, self.inner.replace(uri, data))
+
+    async def walk(self, dir_uri: str) -> list[FileInfo]:
+        return await self._bounded("list", dir_uri, self.inner.walk(dir_uri))
 
     async def ping(self) -> None:
         await self._bounded("ping", "", self.inner.ping())

@@ -23,7 +23,7 @@ import logging
 import random
 from dataclasses import dataclass
 
-from .base import FileInfo, LogStorage
+from .base import FileInfo, StorageBackend
 
 log = logging.getLogger("commit_owner.faults")
 
@@ -39,7 +39,7 @@ class FaultSpec:
     seed: int | None = None
 
     @classmethod
-    def parse(cls, spec: str) -> "FaultSpec":
+    def parse(cls, spec: str) -> FaultSpec:
         """Parse the setting's value. Raises ValueError naming the bad part."""
         values: dict[str, object] = {}
         for part in spec.replace(",", ";").split(";"):
@@ -70,27 +70,24 @@ class FaultSpec:
         return cls(**values)  # type: ignore[arg-type]
 
 
-class FaultyStorage(LogStorage):
+class FaultyStorage(StorageBackend):
     """Wraps a real backend and misbehaves as the spec says. Counts what it injected (``injected``)."""
 
-    def __init__(self, inner: LogStorage, spec: FaultSpec) -> None:
+    def __init__(self, inner: StorageBackend, spec: FaultSpec) -> None:
         self.inner = inner
         self.spec = spec
         self.scheme = inner.scheme
         self._rng = random.Random(spec.seed)
-        self.injected: dict[str, int] = {"put_error": 0, "put_lost_ack": 0, "read_error": 0, "delayed": 0}
 
     def _hit(self, uri: str) -> bool:
         return not self.spec.match or self.spec.match in uri
 
     async def _delay(self, uri: str) -> None:
         if self.spec.latency_max_ms > 0 and self._hit(uri):
-            self.injected["delayed"] += 1
             await asyncio.sleep(self._rng.uniform(self.spec.latency_min_ms, self.spec.latency_max_ms) / 1000.0)
 
     def _maybe(self, kind: str, p: float, uri: str) -> None:
         if p > 0 and self._hit(uri) and self._rng.random() < p:
-            self.injected[kind] += 1
             log.warning("injected fault: %s on %s", kind, uri)
             raise OSError(errno.EIO, f"injected fault: {kind}", uri)
 
@@ -125,6 +122,16 @@ class FaultyStorage(LogStorage):
         await self._delay(uri)
         self._maybe("read_error", self.spec.read_error, uri)
         return await self.inner.info(uri)
+
+    async def replace(self, uri: str, data: bytes) -> None:
+        await self._delay(uri)
+        self._maybe("put_error", self.spec.put_error, uri)
+        await self.inner.replace(uri, data)
+
+    async def walk(self, dir_uri: str) -> list[FileInfo]:
+        await self._delay(dir_uri)
+        self._maybe("read_error", self.spec.read_error, dir_uri)
+        return await self.inner.walk(dir_uri)
 
     async def ping(self) -> None:
         await self.inner.ping()

@@ -1,60 +1,26 @@
 """Local-disk log storage (``file://``): POSIX calls in a bounded thread pool.
 
-put-if-absent writes a temporary file in the target folder, fsyncs it, then ``link()``s it to the
-final name: ``link`` fails with EEXIST when the name is taken and otherwise makes the complete file
-appear at once, so no reader sees a partial file. The folder is fsynced so the new name survives a
-crash.
+put-if-absent is the client's :func:`client.storage.put_if_absent_local` (temporary file, fsync,
+``link()`` to the final name, fsync of the folder), run in the pool.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any, Callable
+from typing import Any
 
-from ..locations import local_path
-from .base import FileInfo, LogStorage
+from client.layout import local_path
+from client.storage import TMP_PREFIX, put_if_absent_local
 
-
-def _fsync_dir(d: str) -> None:
-    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from .base import FileInfo, StorageBackend
 
 
 def _put_if_absent(path: str, data: bytes, durable: bool) -> FileInfo:
-    d = os.path.dirname(path)
-    made_dir = False
-    if not os.path.isdir(d):
-        os.makedirs(d, exist_ok=True)
-        made_dir = True
-    tmp = os.path.join(d, f".tmp-{uuid.uuid4().hex}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            n = os.write(fd, view)
-            view = view[n:]
-        if durable:
-            os.fsync(fd)
-        st = os.fstat(fd)
-    finally:
-        os.close(fd)
-    try:
-        os.link(tmp, path)
-    except FileExistsError:
-        raise
-    finally:
-        os.unlink(tmp)
-    if durable:
-        _fsync_dir(d)
-        if made_dir:
-            _fsync_dir(os.path.dirname(d))
+    st = put_if_absent_local(path, data, durable=durable)
     return FileInfo(path="file://" + path, size=st.st_size, modification_time=int(st.st_mtime * 1000))
 
 
@@ -72,9 +38,31 @@ def _delete(path: str) -> None:
 
 def _list(path: str) -> list[str]:
     try:
-        return [e.name for e in os.scandir(path) if e.is_file() and not e.name.startswith(".tmp-")]
+        return [e.name for e in os.scandir(path) if e.is_file() and not e.name.startswith(TMP_PREFIX)]
     except FileNotFoundError:
         return []
+
+
+def _replace(path: str, data: bytes) -> None:
+    tmp = os.path.join(os.path.dirname(path), f"{TMP_PREFIX}{os.path.basename(path)}.{os.getpid()}.{id(data)}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _walk(path: str) -> list[FileInfo]:
+    out = []
+    for root, _dirs, files in os.walk(path):
+        for name in files:
+            full = os.path.join(root, name)
+            try:
+                st = os.stat(full)
+            except FileNotFoundError:
+                continue
+            out.append(FileInfo(path="file://" + full, size=st.st_size, modification_time=int(st.st_mtime * 1000)))
+    return out
 
 
 def _info(path: str) -> FileInfo:
@@ -82,7 +70,7 @@ def _info(path: str) -> FileInfo:
     return FileInfo(path="file://" + path, size=st.st_size, modification_time=int(st.st_mtime * 1000))
 
 
-class LocalStorage(LogStorage):
+class LocalStorage(StorageBackend):
     scheme = "file"
 
     def __init__(self, *, threads: int = 16, durable: bool = True) -> None:
@@ -109,6 +97,12 @@ class LocalStorage(LogStorage):
 
     async def info(self, uri: str) -> FileInfo:
         return await self._run(_info, local_path(uri))
+
+    async def replace(self, uri: str, data: bytes) -> None:
+        await self._run(_replace, local_path(uri), data)
+
+    async def walk(self, dir_uri: str) -> list[FileInfo]:
+        return await self._run(_walk, local_path(dir_uri))
 
     async def ping(self) -> None:
         await self._run(os.getcwd)

@@ -10,7 +10,9 @@ import errno
 import time
 from typing import Any
 
-from .base import FileInfo, LogStorage
+from client.layout import lost_put_if_absent
+
+from .base import FileInfo, StorageBackend
 
 
 def _split(uri: str) -> str:
@@ -18,14 +20,7 @@ def _split(uri: str) -> str:
     return uri[len("s3://"):]
 
 
-def _is_precondition_failed(e: BaseException) -> bool:
-    if isinstance(e, FileExistsError):
-        return True
-    text = f"{e!r} {getattr(e, '__cause__', '')!r}"
-    return "PreconditionFailed" in text or "412" in text or (isinstance(e, OSError) and e.errno == errno.EINVAL and "ondition" in text)
-
-
-class S3Storage(LogStorage):
+class S3Storage(StorageBackend):
     scheme = "s3"
 
     def __init__(
@@ -40,6 +35,8 @@ class S3Storage(LogStorage):
         self._kwargs: dict[str, Any] = {
             "asynchronous": True,
             "skip_instance_cache": True,
+            # No listing cache: a listing must never answer for an object written since (by anyone).
+            "use_listings_cache": False,
             "config_kwargs": {
                 "connect_timeout": min(timeout, 10.0),
                 "read_timeout": timeout,
@@ -69,7 +66,7 @@ class S3Storage(LogStorage):
         try:
             await fs._pipe_file(_split(uri), data, mode="create")
         except Exception as e:  # s3fs maps 412 to FileExistsError or to a generic OSError
-            if _is_precondition_failed(e):
+            if lost_put_if_absent(e):
                 raise FileExistsError(errno.EEXIST, "object exists", uri) from None
             raise _as_oserror(e) from e
         return FileInfo(path=uri, size=len(data), modification_time=int(time.time() * 1000))
@@ -123,6 +120,28 @@ class S3Storage(LogStorage):
         lm = d.get("LastModified")
         mtime = int(lm.timestamp() * 1000) if lm is not None else int(time.time() * 1000)
         return FileInfo(path=uri, size=int(d.get("size", 0)), modification_time=mtime)
+
+    async def replace(self, uri: str, data: bytes) -> None:
+        fs = await self._get()
+        try:
+            await fs._pipe_file(_split(uri), data)  # a PUT replaces the whole object at once
+        except Exception as e:
+            raise _as_oserror(e) from e
+
+    async def walk(self, dir_uri: str) -> list[FileInfo]:
+        fs = await self._get()
+        try:
+            found = await fs._find(_split(dir_uri).rstrip("/"), detail=True, withdirs=False)
+        except FileNotFoundError:
+            return []
+        except Exception as e:
+            raise _as_oserror(e) from e
+        out = []
+        for key, d in found.items():
+            lm = d.get("LastModified")
+            mtime = int(lm.timestamp() * 1000) if lm is not None else int(time.time() * 1000)
+            out.append(FileInfo(path="s3://" + key, size=int(d.get("size", 0)), modification_time=mtime))
+        return out
 
     async def ping(self) -> None:
         fs = await self._get()

@@ -1,8 +1,8 @@
-"""The ownership store (SQLAlchemy): the only place SQL lives."""
+"""The ownership store (SQLAlchemy): the service's SQL."""
 
-from .engine import SchemaOutOfDateError, check_schema, create_engine, migrate
+from .engine import check_database, check_schema, create_engine, migrate, open_engine
 from .rows import CommitRow, TableRow
 from .store import OwnershipStore, now_ms, version_message
 
-__all__ = ["OwnershipStore", "CommitRow", "TableRow", "SchemaOutOfDateError", "check_schema", "create_engine",
-           "migrate", "now_ms", "version_message"]
+__all__ = ["OwnershipStore", "CommitRow", "TableRow", "check_schema", "create_engine",
+           "check_database", "open_engine", "migrate", "now_ms", "version_message"]

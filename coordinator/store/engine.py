@@ -7,19 +7,19 @@ because `commit-owner migrate` is a one-shot command.
 
 from __future__ import annotations
 
+import contextlib
 import time
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 from sqlalchemy import event, text
-from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import coordinator
-
-
-class SchemaOutOfDateError(RuntimeError):
-    """The database has not been migrated to the schema this version of the service needs."""
+from client.errors import SchemaOutOfDateError
 
 
 def schema_dir() -> Path:
@@ -156,3 +156,27 @@ async def check_schema(engine: AsyncEngine) -> None:
             f"the database schema is at revision {have or 'none (empty database)'} but this service needs {want}: "
             "run `commit-owner migrate --database-url ...` first"
         )
+
+
+@contextlib.asynccontextmanager
+async def open_engine(database_url: str, *, pool_size: int = 2, timeout: float = 30.0,
+                      on_create: Callable[[AsyncEngine], None] | None = None) -> AsyncIterator[AsyncEngine]:
+    """The one way to open the database: an engine whose schema is checked, disposed of on exit.
+
+    ``on_create`` sees the engine before the check (the service's metrics watch its pool).
+    Raises SchemaOutOfDateError, and the driver's errors when the database cannot be reached.
+    """
+    engine = create_engine(database_url, pool_size=pool_size, timeout=timeout)
+    try:
+        if on_create is not None:
+            on_create(engine)
+        await check_schema(engine)
+        yield engine
+    finally:
+        await engine.dispose()
+
+
+async def check_database(settings: Any) -> None:
+    """Refuse (raise) unless the settings' database is reachable and migrated."""
+    async with open_engine(settings.database_url, pool_size=1, timeout=settings.request_timeout_seconds):
+        pass

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from client.layout import staged_file
+
 
 @dataclass(frozen=True)
 class TableRow:
@@ -23,6 +25,7 @@ class TableRow:
     last_commit_at: int | None
     backfill_error: str | None = None
     backfill_error_at: int | None = None
+    name: str | None = None  # ``catalog.schema.table`` when the table has a name (table_names)
 
     @property
     def reported_latest(self) -> int:
@@ -46,6 +49,7 @@ class TableRow:
             "statusReason": self.status_reason,
             "lastCommitAt": self.last_commit_at,
             "tableConf": {"tableId": self.table_id},
+            "name": self.name,
         }
 
 
@@ -66,8 +70,60 @@ class CommitRow:
         return {
             "version": self.version,
             "fileName": self.file_name,
-            "path": f"{location}/_delta_log/{commit_dir}/{self.file_name}",
+            "path": staged_file(location, commit_dir, self.file_name),
             "fileSize": self.file_size,
             "fileModificationTime": self.file_modification_time,
             "commitTimestamp": self.commit_timestamp,
         }
+
+
+@dataclass(frozen=True)
+class CatalogRow:
+    name: str
+    id: str
+    comment: str | None
+    properties: dict[str, str]
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True)
+class SchemaRow:
+    catalog_name: str
+    name: str
+    id: str
+    comment: str | None
+    properties: dict[str, str]
+    created_at: int
+    updated_at: int
+
+
+@dataclass(frozen=True)
+class NameRow:
+    """A table's name and the attributes the Unity Catalog facade keeps for it."""
+
+    table_id: str
+    catalog_name: str
+    schema_name: str
+    name: str
+    table_type: str  # MANAGED | EXTERNAL
+    data_source_format: str
+    comment: str | None
+    columns: list[dict[str, Any]]
+    properties: dict[str, str]
+    created_at: int
+    updated_at: int
+
+    @property
+    def full_name(self) -> str:
+        return f"{self.catalog_name}.{self.schema_name}.{self.name}"
+
+
+@dataclass(frozen=True)
+class StagingRow:
+    id: str
+    catalog_name: str
+    schema_name: str
+    name: str
+    location: str
+    created_at: int

@@ -8,12 +8,13 @@ kept after backfill: they are the audit trail and answer late idempotent retries
 from __future__ import annotations
 
 from sqlalchemy import (
+    JSON,
     BigInteger,
     Boolean,
     Column,
     ForeignKey,
+    ForeignKeyConstraint,
     Index,
-    JSON,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -83,4 +84,69 @@ tokens = Table(
     Column("scopes", JSON, nullable=False),
     Column("created", BigInteger, nullable=False),
     Column("revoked", BigInteger, nullable=True),  # ms since the epoch; NULL while the token is valid
+)
+
+# -- names (migration 0003, the Unity Catalog facade) ------------------------------------------------
+# A table's name is optional: ``table_names`` holds one row per named table. Foreign keys keep the
+# hierarchy whole (no schema without its catalog, no name without its schema, no drop of a non-empty
+# parent); staging reservations go with their schema.
+
+catalogs = Table(
+    "catalogs",
+    metadata,
+    Column("name", String(255), primary_key=True),
+    Column("id", String(36), nullable=False),
+    Column("comment", Text, nullable=True),
+    Column("properties", JSON, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    UniqueConstraint("id", name="uq_catalogs_id"),
+)
+
+schemas = Table(
+    "schemas",
+    metadata,
+    Column("catalog_name", String(255), ForeignKey("catalogs.name", name="fk_schemas_catalog"), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("id", String(36), nullable=False),
+    Column("comment", Text, nullable=True),
+    Column("properties", JSON, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    PrimaryKeyConstraint("catalog_name", "name", name="pk_schemas"),
+    UniqueConstraint("id", name="uq_schemas_id"),
+)
+
+table_names = Table(
+    "table_names",
+    metadata,
+    Column("table_id", String(36), ForeignKey("owned_tables.table_id", name="fk_table_names_table"),
+           primary_key=True),
+    Column("catalog_name", String(255), nullable=False),
+    Column("schema_name", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("table_type", String(16), nullable=False),
+    Column("data_source_format", String(16), nullable=False),
+    Column("comment", Text, nullable=True),
+    Column("columns", JSON, nullable=False),
+    Column("properties", JSON, nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    UniqueConstraint("catalog_name", "schema_name", "name", name="uq_table_names_name"),
+    ForeignKeyConstraint(["catalog_name", "schema_name"], ["schemas.catalog_name", "schemas.name"],
+                         name="fk_table_names_schema"),
+)
+
+staging_tables = Table(
+    "staging_tables",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("catalog_name", String(255), nullable=False),
+    Column("schema_name", String(255), nullable=False),
+    Column("name", String(255), nullable=False),
+    Column("location", String(2048), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    UniqueConstraint("location", name="uq_staging_tables_location"),
+    ForeignKeyConstraint(["catalog_name", "schema_name"], ["schemas.catalog_name", "schemas.name"],
+                         name="fk_staging_tables_schema", ondelete="CASCADE"),
 )

@@ -15,17 +15,19 @@ import asyncio
 import contextlib
 import functools
 import time
-from typing import Any, AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from sqlalchemy import and_, bindparam, func, or_, select, update
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from client.errors import (
+    AlreadyExistsError,
     CommitVersionConflictError,
     IdempotencyKeyReusedError,
-    InvalidArgumentError,
     InvalidCommitError,
+    NotFoundError,
     TableAlreadyExistsError,
     TableNotAcceptingCommitsError,
     TableNotFoundError,
@@ -33,8 +35,8 @@ from client.errors import (
     UnavailableError,
 )
 
-from .rows import CommitRow, TableRow
-from .schema import commits, owned_tables
+from .rows import CommitRow, NameRow, TableRow
+from .schema import commits, owned_tables, schemas, staging_tables, table_names
 
 
 class _StateMoved(Exception):
@@ -83,7 +85,8 @@ class OwnershipStore:
         except (OperationalError, DBAPIError) as e:
             if isinstance(e, IntegrityError):
                 raise
-            raise UnavailableError(f"ownership store unavailable: {type(e.orig).__name__ if getattr(e, 'orig', None) else type(e).__name__}") from e
+            cause = e.orig if getattr(e, "orig", None) else e
+            raise UnavailableError(f"ownership store unavailable: {type(cause).__name__}") from e
         except (OSError, ConnectionError) as e:
             raise UnavailableError(f"ownership store unavailable: {type(e).__name__}") from e  # no host paths
 
@@ -93,51 +96,107 @@ class OwnershipStore:
 
     # -- tables -------------------------------------------------------------------------------------
 
-    async def register(self, table_id: str, location: str, commit_dir: str, current_version: int) -> TableRow:
-        """Register a table; ``current_version + 1`` is written by the client. Raises TableAlreadyExistsError."""
+    async def register(self, table_id: str, location: str, commit_dir: str, current_version: int,
+                       *, name: NameRow | None = None, staging_id: str | None = None) -> TableRow:
+        """Register a table; ``current_version + 1`` is written by the client.
+
+        With ``name`` the table is also named, and with ``staging_id`` that staging reservation is used
+        up, in the same transaction. Raises TableAlreadyExistsError (location taken), and with a name
+        AlreadyExistsError (name taken) or NotFoundError (no such schema or staging table).
+        """
         ts = now_ms()
         base = current_version + 1
-        values = dict(
+        values: dict[str, Any] = dict(
             table_id=table_id, location=location, commit_dir=commit_dir, base_version=base,
             latest_version=base, latest_backfilled_version=base, last_commit_timestamp=None,
             accepting=True, status="ACTIVE", status_reason=None, created_at=ts, updated_at=ts,
             last_commit_at=None,
         )
         try:
-            async with self._tx(single=True) as conn:
+            async with self._tx(single=name is None) as conn:
                 await conn.execute(owned_tables.insert().values(**values))
+                if name is not None:
+                    await conn.execute(table_names.insert().values(**_name_values(name)))
+                if staging_id is not None:
+                    res = await conn.execute(staging_tables.delete().where(staging_tables.c.id == staging_id))
+                    if res.rowcount != 1:
+                        raise NotFoundError(f"staging table {staging_id} does not exist (used or dropped meanwhile)")
         except IntegrityError:
+            await self._classify_register(location, name)
             raise TableAlreadyExistsError(f"an owned table already exists at {location}") from None
-        return TableRow(**values)
+        return TableRow(**values, name=name.full_name if name is not None else None)
+
+    async def _classify_register(self, location: str, name: NameRow | None) -> None:
+        """After a refused registration: raise the error naming what was taken or missing."""
+        if name is None:
+            return
+        async with self._tx(write=False) as conn:
+            if (await conn.execute(select(owned_tables.c.table_id).where(owned_tables.c.location == location))).first():
+                return
+            schema = (await conn.execute(select(schemas.c.id).where(and_(
+                schemas.c.catalog_name == name.catalog_name, schemas.c.name == name.schema_name)))).first()
+        if schema is None:
+            raise NotFoundError(f"schema {name.catalog_name}.{name.schema_name} does not exist")
+        raise AlreadyExistsError(f"table {name.full_name} already exists")
 
     async def forget_registration(self, table_id: str) -> bool:
-        """Drop a registration whose ownership commit never landed (no commit ever ratified). Returns whether it did."""
+        """Drop a registration (and its name) whose ownership commit never landed (no commit ever ratified).
+        Returns whether it did."""
+        unratified = and_(owned_tables.c.table_id == table_id,
+                          owned_tables.c.latest_version == owned_tables.c.base_version)
+        async with self._tx() as conn:
+            await conn.execute(table_names.delete().where(and_(
+                table_names.c.table_id == table_id, select(owned_tables.c.table_id).where(unratified).exists())))
+            res = await conn.execute(owned_tables.delete().where(unratified))
+            return bool(res.rowcount)
+
+    async def forget_table(self, table_id: str, latest_version: int) -> bool:
+        """Drop a table's registration and its commit rows in one transaction (the operator's `tables forget`).
+
+        Only while the table's latest version is still ``latest_version`` (what the caller checked the log
+        against): a commit ratified meanwhile makes this return False and change nothing.
+        """
+        t = owned_tables.c
+        try:
+            async with self._tx() as conn:
+                await conn.execute(commits.delete().where(commits.c.table_id == table_id))
+                res = await conn.execute(owned_tables.delete().where(
+                    and_(t.table_id == table_id, t.latest_version == latest_version)))
+                if res.rowcount != 1:
+                    raise _StateMoved()  # rolls the commit rows back too
+        except _StateMoved:
+            return False
+        return True
+
+    async def unfence(self, table_id: str, latest_version: int) -> bool:
+        """Accept commits again on a FENCED table whose latest version is still ``latest_version``. Returns whether
+        it did; the recorded backfill error is cleared with the fence."""
+        t = owned_tables.c
         async with self._tx(single=True) as conn:
             res = await conn.execute(
-                owned_tables.delete().where(
-                    and_(owned_tables.c.table_id == table_id,
-                         owned_tables.c.latest_version == owned_tables.c.base_version)
-                )
-            )
-            return bool(res.rowcount)
+                update(owned_tables)
+                .where(and_(t.table_id == table_id, t.status == "FENCED", t.latest_version == latest_version))
+                .values(accepting=True, status="ACTIVE", status_reason=None, backfill_error=None,
+                        backfill_error_at=None, updated_at=now_ms()))
+            return res.rowcount == 1
 
     async def get_table(self, table_id: str) -> TableRow:
         async with self._tx(write=False, single=True) as conn:
-            row = (await conn.execute(select(owned_tables).where(owned_tables.c.table_id == table_id))).first()
+            row = (await conn.execute(_named_tables().where(owned_tables.c.table_id == table_id))).first()
         if row is None:
             raise TableNotFoundError(f"no table with id {table_id}")
         return _table(row)
 
     async def find_table(self, location: str) -> TableRow:
         async with self._tx(write=False, single=True) as conn:
-            row = (await conn.execute(select(owned_tables).where(owned_tables.c.location == location))).first()
+            row = (await conn.execute(_named_tables().where(owned_tables.c.location == location))).first()
         if row is None:
             raise TableNotFoundError(f"no owned table at {location}")
         return _table(row)
 
     async def list_tables(self) -> list[TableRow]:
         async with self._tx(write=False, single=True) as conn:
-            rows = (await conn.execute(select(owned_tables).order_by(owned_tables.c.location))).all()
+            rows = (await conn.execute(_named_tables().order_by(owned_tables.c.location))).all()
         return [_table(r) for r in rows]
 
     async def set_not_accepting(self, table_id: str, status: str, reason: str) -> None:
@@ -242,10 +301,11 @@ class OwnershipStore:
         return _commit(r) if r is not None else None
 
     async def get_commits(
-        self, table_id: str, start: int | None, end: int | None
+        self, table_id: str, start: int | None, end: int | None, *, backfilled: bool = False
     ) -> tuple[TableRow, list[CommitRow]]:
-        """The table and its unbackfilled commits in ``[start, end]``, ascending, read in one statement."""
-        stmt = _get_commits_statement(start is not None, end is not None)
+        """The table and its unbackfilled commits in ``[start, end]``, ascending, read in one statement;
+        with ``backfilled`` every ratified commit in the range (the rows are kept after publication)."""
+        stmt = _get_commits_statement(start is not None, end is not None, backfilled)
         async with self._tx(write=False, single=True) as conn:
             rows = (await conn.execute(stmt, {"p_table_id": table_id, "p_start": start, "p_end": end})).all()
         if not rows:
@@ -345,7 +405,7 @@ class OwnershipStore:
         return {"tables": int(n_tables), "commits": int(n_commits)}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ratify_statements(releases: bool) -> tuple[Any, Any]:
     """The ratification statements, built once with bound parameters (building and hashing a statement per
     commit cost more CPU than running it): the conditional UPDATE alone (SQLite: followed by the INSERT in
@@ -376,10 +436,12 @@ def _ratify_statements(releases: bool) -> tuple[Any, Any]:
     return upd, both
 
 
-@functools.lru_cache(maxsize=None)
-def _get_commits_statement(has_start: bool, has_end: bool) -> Any:
-    """The table row outer-joined with its unbackfilled commits (in a version range), built once."""
-    cond = [commits.c.table_id == owned_tables.c.table_id, commits.c.backfilled_at.is_(None)]
+@functools.cache
+def _get_commits_statement(has_start: bool, has_end: bool, backfilled: bool = False) -> Any:
+    """The table row outer-joined with its unbackfilled (or all) commits in a version range, built once."""
+    cond = [commits.c.table_id == owned_tables.c.table_id]
+    if not backfilled:
+        cond.append(commits.c.backfilled_at.is_(None))
     if has_start:
         cond.append(commits.c.version >= bindparam("p_start"))
     if has_end:
@@ -392,10 +454,10 @@ def _get_commits_statement(has_start: bool, has_end: bool) -> Any:
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _mark_statements() -> tuple[Any, Any, Any]:
     """Backfill bookkeeping, built once: mark the rows, advance the table, and both as one statement."""
-    up_to = bindparam("p_up_to")
+    up_to: Any = bindparam("p_up_to")
     rows = (update(commits)
             .where(and_(commits.c.table_id == bindparam("p_table_id"), commits.c.version <= up_to,
                         commits.c.backfilled_at.is_(None)))
@@ -414,7 +476,19 @@ def _commit_values(row: CommitRow) -> dict[str, Any]:
 
 def _table(r: Any) -> TableRow:
     m = r._mapping
-    return TableRow(**{f: m[f] for f in TableRow.__dataclass_fields__})
+    return TableRow(**{f: m[f] for f in TableRow.__dataclass_fields__ if f in m})
+
+
+def _named_tables() -> Any:
+    """owned_tables with each table's full name (NULL when it has none)."""
+    n = table_names.c
+    full = (n.catalog_name + "." + n.schema_name + "." + n.name).label("name")
+    return select(owned_tables, full).select_from(
+        owned_tables.outerjoin(table_names, table_names.c.table_id == owned_tables.c.table_id))
+
+
+def _name_values(row: NameRow) -> dict[str, Any]:
+    return {f: getattr(row, f) for f in NameRow.__dataclass_fields__}
 
 
 def _commit(r: Any) -> CommitRow:

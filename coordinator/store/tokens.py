@@ -1,4 +1,4 @@
-"""The token store: bearer tokens of the HTTP API (SQL lives here, the rules in ``coordinator.tokens``).
+"""The token store: bearer tokens of the HTTP API (SQL lives here, the rules in ``coordinator.security.tokens``).
 
 A row holds the token id, the sha256 of its secret, its scopes and when it was created and revoked.
 Revocation is a timestamp, never a delete, so ``tokens list`` keeps the history.
@@ -59,6 +59,29 @@ class TokenStore:
         await self._run(tokens.insert().values(id=row.id, hash=row.hash, scopes=row.scopes, created=row.created,
                                                revoked=None), write=True)
         return row
+
+    async def ensure(self, token_id: str, secret_hash: str, scopes: list[dict[str, Any]]) -> tuple[TokenRow, bool]:
+        """Store a token whose secret was made elsewhere (a deployment's bootstrap token) unless it is stored.
+
+        Returns (row, whether it was created now). Raises InvalidArgumentError when the id is held by
+        another secret or was revoked: an imported token is never replaced or revived.
+        """
+        from client.errors import InvalidArgumentError
+
+        row = await self.get(token_id)
+        if row is None:
+            try:
+                return await self.create(token_id, secret_hash, scopes), True
+            except UnavailableError:
+                row = await self.get(token_id)  # a concurrent import won the insert
+                if row is None:
+                    raise
+        if row.hash != secret_hash:
+            raise InvalidArgumentError(f"token id {token_id} is already stored with another secret; "
+                                       "generate a new token")
+        if row.revoked is not None:
+            raise InvalidArgumentError(f"token {token_id} was revoked; generate a new token")
+        return row, False
 
     async def get(self, token_id: str) -> TokenRow | None:
         rows = await self._run(select(tokens).where(tokens.c.id == token_id), write=False)

@@ -1,5 +1,7 @@
-"""The backfiller (issue "Backfill"): in-order publication that delta-rs can read, crash safety, fencing on
-a foreign file, several processes on one database, the backlog cap and the release commit."""
+"""The backfiller through `commit-owner` processes: crash safety, fencing as the process reports it, several
+processes on one database, the ops command, the standalone worker, lease takeover and retries in the
+background. What needs no process of its own (bookkeeping, delta-rs reads, the backlog cap, the release
+commit, repair, fencing, leases) runs on every backend in tests/backfill/test_inprocess.py."""
 
 from __future__ import annotations
 
@@ -9,18 +11,19 @@ import time
 
 import pytest
 
-from client import CommitFailedError, ForeignCommitFileError, TableNotAcceptingCommitsError, TooManyUnbackfilledCommitsError
+from client import (
+    CommitFailedError,
+    ForeignCommitFileError,
+    TableNotAcceptingCommitsError,
+)
 from tests.support import (
     Backend,
     Service,
     actions,
     create_owned_table,
-    data_commit,
     delta_file,
     delta_rs_table,
     ndjson,
-    next_ict,
-    version0,
     wait_until,
 )
 
@@ -45,34 +48,7 @@ def no_backfill_service(own_backend: Backend):
     svc.stop()
 
 
-def test_delta_rs_reads_every_backfilled_version_and_a_stale_one_before(no_backfill_service: Service) -> None:
-    svc = no_backfill_service
-    b, c = svc.backend, svc.client()
-    table_id, loc = create_owned_table(svc)
-    expected: dict[int, list[int]] = {0: []}
-    rows: list[int] = []
-    for v in range(1, 6):
-        ids = list(range(v * 10, v * 10 + v))
-        c.commit(table_id, v, data_commit(b, loc, ids))
-        rows = rows + ids
-        expected[v] = rows
-    # before backfill: delta-rs sees version 0 only (stale, not broken)
-    assert delta_rs_table(b, loc).version() == 0
-    assert delta_rs_table(b, loc).to_pyarrow_table().num_rows == 0
-    c.backfill_to_version(table_id, 5)
-    dt = delta_rs_table(b, loc)
-    assert dt.version() == 5
-    for v, want in expected.items():
-        got = delta_rs_table(b, loc, version=v).to_pyarrow_table().column("id").to_pylist()
-        assert sorted(got) == sorted(want), v
-    # delta-rs refuses to write an owned table
-    import deltalake
-    import pyarrow as pa
-
-    with pytest.raises(Exception, match="(?i)feature"):
-        deltalake.write_deltalake(loc[len("file://"):], pa.table({"id": pa.array([1], pa.int64())}), mode="append")
-
-
+@pytest.mark.slow
 def test_backfill_publishes_in_order_and_survives_sigkill(own_backend: Backend) -> None:
     """500 ratified commits; the backfilling process is SIGKILLed mid-way and restarted."""
     b = own_backend
@@ -108,13 +84,11 @@ def test_backfill_publishes_in_order_and_survives_sigkill(own_backend: Backend) 
         worker.stop()
 
 
-@pytest.mark.parametrize("storage", ["local", "s3"])
-def test_foreign_delta_file_fences_the_table_and_is_never_overwritten(
-    storage: str, request: pytest.FixtureRequest
-) -> None:
+def test_foreign_delta_file_fences_the_table_and_is_never_overwritten(request: pytest.FixtureRequest) -> None:
+    """The service process's side of fencing: its log line and `tables show` (every backend: test_inprocess.py)."""
     from tests.conftest import make_backend
 
-    b = make_backend(request, "sqlite", storage, f"foreign-{storage}")
+    b = make_backend(request, "sqlite", "local", "foreign-local")
     svc = Service(b, extra_env={"COMMIT_OWNER_BACKFILL_BATCH_SIZE": "100"}).start()
     try:
         c = svc.client()
@@ -145,6 +119,7 @@ def test_foreign_delta_file_fences_the_table_and_is_never_overwritten(
         svc.stop()
 
 
+@pytest.mark.slow
 def test_two_processes_on_one_postgres_database_publish_once_and_in_order(request: pytest.FixtureRequest) -> None:
     from tests.conftest import make_backend
 
@@ -190,8 +165,8 @@ def test_two_processes_on_one_postgres_database_publish_once_and_in_order(reques
             t.start()
         for t in threads:
             t.join()
-        for tid, loc in tables:
-            wait_until(lambda: s2.client().get_table(tid).latest_backfilled_version == 30, what="backfill")
+        for tid, _loc in tables:
+            wait_until(lambda tid=tid: s2.client().get_table(tid).latest_backfilled_version == 30, what="backfill")
         stop.set()
         watcher.join()
         assert violations == []
@@ -203,63 +178,6 @@ def test_two_processes_on_one_postgres_database_publish_once_and_in_order(reques
         stop.set()
         s1.stop()
         s2.stop()
-
-
-def test_backlog_cap_answers_429_and_the_client_backfills_and_retries(own_backend: Backend) -> None:
-    svc = Service(own_backend, extra_env={"COMMIT_OWNER_BACKFILL": "false",
-                                            "COMMIT_OWNER_MAX_UNBACKFILLED_COMMITS": "3"}).start()
-    try:
-        c = svc.client()
-        table_id, loc = create_owned_table(svc)
-        for v in range(1, 4):
-            c.commit(table_id, v, actions())
-        before = svc.backend.snapshot(loc)
-        with pytest.raises(TooManyUnbackfilledCommitsError) as e:
-            c.commit(table_id, 4, actions(), backfill_on_backlog=False)
-        assert (e.value.retryable, e.value.conflict) == (True, False)
-        assert e.value.http_status == 429 and "backfill is behind" in e.value.message
-        assert svc.backend.snapshot(loc) == before
-        r = c.commit(table_id, 4, actions())  # the client asks for a backfill, then retries
-        assert r.version == 4
-        assert svc.backend.exists(delta_file(loc, 3))
-    finally:
-        svc.stop()
-
-
-def test_release_commit_stops_acceptance_and_is_published_at_once(owner_service: Service) -> None:  # K03, K04
-    svc = owner_service
-    c = svc.client()
-    table_id, loc = create_owned_table(svc)
-    c.commit(table_id, 1, actions())
-    meta = version0()[2]
-    meta["metaData"]["configuration"] = {"delta.enableInCommitTimestamps": "true"}  # owner property dropped
-    release = [actions(0)[0], meta]
-    c.commit(table_id, 2, release)
-    # published at once, before the reply
-    assert svc.backend.read(delta_file(loc, 2)) == ndjson(release)
-    t = c.get_table(table_id)
-    assert not t.accepting_commits and t.status == "RELEASED"
-    with pytest.raises(TableNotAcceptingCommitsError) as e:
-        c.commit(table_id, 3, actions())
-    assert (e.value.retryable, e.value.conflict) == (False, False)
-    assert not svc.backend.exists(delta_file(loc, 3))
-
-
-def test_backfill_repairs_a_missing_published_file(owner_service: Service) -> None:
-    svc = owner_service
-    c = svc.client()
-    table_id, loc = create_owned_table(svc)
-    bodies = {}
-    for v in range(1, 4):
-        acts = actions()
-        c.commit(table_id, v, acts)
-        bodies[v] = ndjson(acts)
-    c.backfill_to_version(table_id, 3)
-    import os
-
-    os.unlink(delta_file(loc, 2)[len("file://"):])
-    c.backfill_to_version(table_id, 3, last_known_backfilled_version=2)
-    assert svc.backend.read(delta_file(loc, 2)) == bodies[2]
 
 
 def test_ops_backfill_command_reports_and_exits_nonzero_on_failure(no_backfill_service: Service) -> None:
@@ -328,6 +246,7 @@ def test_standalone_backfill_worker_publishes_and_stops_cleanly(no_backfill_serv
     assert "backfill worker" in log_path.read_text()
 
 
+@pytest.mark.slow
 def test_a_dead_holders_lease_is_taken_over_once_it_expires(own_backend: Backend) -> None:
     """A process that died holding a table's backfill lease blocks that table only until the lease expires."""
     import sqlite3
@@ -364,6 +283,7 @@ def test_a_dead_holders_lease_is_taken_over_once_it_expires(own_backend: Backend
         svc.stop()
 
 
+@pytest.mark.slow
 def test_background_backfill_retries_failed_publications_by_itself(own_backend: Backend) -> None:
     """Publishing `_delta_log/<2>.json` fails most of the time (test-only fault injection on that name): the
     background backfiller stops at the failure, retries with backoff and publishes everything, in order,

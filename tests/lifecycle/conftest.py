@@ -7,7 +7,8 @@ test, as ``(bucket/prefix, storage_options)``.
 from __future__ import annotations
 
 import uuid
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 

@@ -8,14 +8,16 @@ import pytest
 from deltalake import write_deltalake
 
 from client import CommitOwnerClient
-from client.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
-from client.lifecycle import create_table, release_ownership, take_ownership
 from client.errors import (
+    InvalidArgumentError,
     NotADeltaTableError,
     OwnershipProposalLostError,
+    TableAlreadyExistsError,
+    TableNotFoundError,
     TableOwnedElsewhereError,
     VersionMismatchError,
 )
+from client.lifecycle import create_table, release_ownership, take_ownership
 from client.storage import LogStorage
 
 from .helpers import SCHEMA, rows, tree

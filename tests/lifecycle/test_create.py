@@ -7,15 +7,16 @@ import threading
 from typing import Any
 
 import pytest
-from deltalake import DeltaTable
+from deltalake import DeltaTable, write_deltalake
 
 from client import CommitOwnerClient
-from client.errors import TableAlreadyExistsError, TableNotFoundError
-from client.lifecycle import OwnedTable, create_table
+from client.delta_log import commit_info, now_ms
+from client.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
+from client.lifecycle import OwnedTable, create_table, take_ownership
 from client.snapshot import load_snapshot
 from client.storage import LogStorage
 
-from .helpers import SCHEMA, append_through_owner, delta_rs_ids
+from .helpers import SCHEMA, append_through_owner, delta_rs_ids, rows
 
 
 def test_version_zero_carries_protocol_ict_owner_and_table_conf(tmp_path, owner) -> None:
@@ -39,6 +40,47 @@ def test_version_zero_carries_protocol_ict_owner_and_table_conf(tmp_path, owner)
     owner.backfill_to_version(table.table_id, 1)
     assert delta_rs_ids(path) == [1, 2]
     assert DeltaTable(path).version() == 1
+
+
+def test_a_catalog_managed_table_is_created_read_and_appended_with_the_owners_client(tmp_path, owner) -> None:
+    path = str(tmp_path / "cm")
+    table = create_table(path, SCHEMA, client=owner, protocol="catalogManaged")
+    assert table.commit_dir == "_staged_commits"
+    lines = [json.loads(line) for line in LogStorage(path).read(f"{0:020d}.json").splitlines()]
+    assert lines[0]["commitInfo"]["txnId"] and isinstance(lines[0]["commitInfo"]["inCommitTimestamp"], int)
+    proto = next(a["protocol"] for a in lines if "protocol" in a)
+    assert (proto["minReaderVersion"], proto["minWriterVersion"]) == (3, 7)
+    assert set(proto["readerFeatures"]) == {"catalogManaged", "vacuumProtocolCheck"}
+    assert set(proto["writerFeatures"]) == {"catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"}
+    conf = next(a["metaData"] for a in lines if "metaData" in a)["configuration"]
+    assert conf == {"delta.enableInCommitTimestamps": "true", "delta.feature.catalogManaged": "supported",
+                    "io.unitycatalog.tableId": table.table_id}
+
+    # the table names no endpoint: a reader without the owner's client gets a clear error
+    with pytest.raises(InvalidArgumentError, match="pass client="):
+        load_snapshot(path)
+    assert append_through_owner(owner, path, [1, 2]) == 1
+    staged = LogStorage(path).list("_staged_commits")
+    assert [e.name.split(".")[0] for e in staged] == [f"{1:020d}"]
+    snap = load_snapshot(path, client=owner)
+    assert (snap.version, snap.unbackfilled_versions) == (1, [1])
+
+    # a metaData that keeps io.unitycatalog.tableId is an ordinary commit, not a release
+    md = {**snap.metadata, "configuration": {**snap.properties, "delta.appendOnly": "false"}}
+    owner.commit(table.table_id, 2, [commit_info("SET TBLPROPERTIES", in_commit_timestamp=now_ms(), read_version=1),
+                                     {"metaData": md}])
+    info = owner.get_table(table.table_id)
+    assert info.accepting_commits and info.status == "ACTIVE"
+    assert append_through_owner(owner, path, [3]) == 3
+
+
+def test_a_filesystem_table_is_not_taken_over_as_catalog_managed(tmp_path, owner) -> None:
+    path = str(tmp_path / "fs")
+    write_deltalake(path, rows([1]))
+    before = sorted(p.name for p in (tmp_path / "fs" / "_delta_log").iterdir())
+    with pytest.raises(InvalidArgumentError, match="only be created"):
+        take_ownership(path, client=owner, protocol="catalogManaged")
+    assert sorted(p.name for p in (tmp_path / "fs" / "_delta_log").iterdir()) == before
 
 
 def _race(location: str, client: CommitOwnerClient, storage_options: dict[str, Any] | None, n: int = 8

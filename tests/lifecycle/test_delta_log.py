@@ -8,18 +8,21 @@ import threading
 import pytest
 
 from client.delta_log import (
+    CATALOG_MANAGED,
     COORDINATED_COMMITS_PREVIEW,
     MANAGED_COMMIT,
     MANAGED_COMMITS_DEV,
     check_no_secrets,
     owner_properties,
+    owner_property_keys,
     owner_ref,
     protocol_with,
     without_owner_properties,
 )
 from client.errors import InvalidArgumentError
+from client.layout import normalize_location
 from client.lifecycle import commit_dir_for
-from client.storage import LogStorage, normalize_location
+from client.storage import LogStorage
 
 
 def test_legacy_protocol_is_upgraded_with_its_implied_features() -> None:
@@ -58,6 +61,37 @@ def test_owner_properties_of_every_generation_are_understood(gen) -> None:
     assert without_owner_properties({"x": "1", **props}) == {"x": "1"}
 
 
+# The configuration Sail 0.7.2 writes into version 0 of a table it creates through a Unity catalog.
+SAIL_CONFIGURATION = {"delta.feature.catalogManaged": "supported", "delta.enableInCommitTimestamps": "true",
+                      "io.unitycatalog.tableId": "1cd9442e-bdf3-4ec5-8b75-5bff5dfc18ce"}
+
+
+def test_a_catalog_managed_table_names_its_table_id_and_no_endpoint() -> None:
+    ref = owner_ref(SAIL_CONFIGURATION)
+    assert ref is not None and ref.generation == CATALOG_MANAGED
+    assert ref.table_id == "1cd9442e-bdf3-4ec5-8b75-5bff5dfc18ce" and ref.endpoint is None
+    assert without_owner_properties(SAIL_CONFIGURATION) == {"delta.enableInCommitTimestamps": "true"}
+    legacy = owner_ref({"ucTableId": "t-old"})
+    assert legacy is not None and legacy.generation == CATALOG_MANAGED and legacy.table_id == "t-old"
+    assert {"io.unitycatalog.tableId", "ucTableId", "delta.feature.catalogManaged"} <= owner_property_keys()
+
+
+def test_catalog_managed_properties_and_protocol_are_the_ones_sail_writes() -> None:
+    props = owner_properties(CATALOG_MANAGED, owner_name="ignored", owner_conf={"endpoint": "http://h:1"},
+                             table_conf={"tableId": "t1"})
+    assert props == {"delta.feature.catalogManaged": "supported", "io.unitycatalog.tableId": "t1"}
+    p = protocol_with({"minReaderVersion": 1, "minWriterVersion": 7},
+                      add_writer=("inCommitTimestamp", CATALOG_MANAGED.writer_feature,
+                                  *CATALOG_MANAGED.extra_writer_features),
+                      add_reader=CATALOG_MANAGED.reader_features)
+    assert p == {"minReaderVersion": 3, "minWriterVersion": 7,
+                 "readerFeatures": ["catalogManaged", "vacuumProtocolCheck"],
+                 "writerFeatures": ["catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"]}
+    assert commit_dir_for("catalogManaged") == "_staged_commits"
+    with pytest.raises(InvalidArgumentError, match="table id"):
+        owner_properties(CATALOG_MANAGED, owner_name="o", owner_conf={}, table_conf={})
+
+
 def test_bad_owner_conf_json_is_a_clear_error() -> None:
     with pytest.raises(InvalidArgumentError, match="not JSON"):
         owner_ref({MANAGED_COMMIT.owner_key: "o", MANAGED_COMMIT.owner_conf_key: "{nope"})
@@ -88,7 +122,7 @@ def test_folder_follows_the_generation_unless_given() -> None:
 
 def test_locations_are_normalized() -> None:
     assert normalize_location("/tmp/a/") == "file:///tmp/a"
-    assert normalize_location("s3a://b/k/") == "s3://b/k"
+    assert normalize_location("s3a://Bkt/k/") == "s3://bkt/k"
     for bad in ("relative/path", "hdfs://x/y", "s3://bucket-only"):
         with pytest.raises(InvalidArgumentError):
             normalize_location(bad)

@@ -8,8 +8,8 @@ import os
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from client.lifecycle import take_ownership
 from client.errors import VersionNotFoundError
+from client.lifecycle import take_ownership
 from client.snapshot import Listing, latest_version, load_snapshot
 
 from .helpers import append_through_owner, delta_rs_files, delta_rs_ids, rows

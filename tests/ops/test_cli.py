@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from coordinator.config_docs import render
+from coordinator.cli.config_docs import render
 from coordinator.settings import SETTINGS
 from tests.ops.helpers import post_commit
 from tests.support import ROOT, Service, actions, create_owned_table
@@ -27,7 +27,7 @@ def cli_here(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     """The same command line run in this process (click's runner): for commands that only read settings."""
     from click.testing import CliRunner
 
-    from coordinator.cli import main
+    from coordinator.cli.main import main
 
     r = CliRunner().invoke(main, list(args), env=env, prog_name="commit-owner")
     return subprocess.CompletedProcess(["commit-owner", *args], r.exit_code, r.stdout, r.stderr)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import fnmatch
 import re
-import tomllib
 from typing import Any
 from urllib.parse import urlparse
 
 import pytest
+import tomllib
 import yaml
 
 from coordinator.settings import ENV_PREFIX, SETTINGS
@@ -89,7 +89,7 @@ def test_dockerfile_installs_the_package_built_from_pyproject() -> None:
     text = (ROOT / "Dockerfile").read_text()
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     assert re.search(r"^COPY pyproject\.toml\b", text, re.M)
-    assert re.search(r"pip (wheel|install)\b[^\n]*\s\.\s*$", text, re.M), "the image must be built from ."
+    assert re.search(r"pip (wheel|install)\b[^\n]*\s'?\.(\[[\w,-]+\])?'?\s*$", text, re.M), "the image must be built from ."
     copied = {src for line in re.findall(r"^COPY (?!--from)(.+)$", text, re.M) for src in line.split()[:-1]}
     wheel = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]
     needed = set(wheel["packages"]) | set(wheel.get("force-include", {})) | {pyproject["project"]["readme"]}

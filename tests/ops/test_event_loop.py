@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from coordinator.cli import main
-from coordinator.serve import new_event_loop
+from coordinator.cli.main import main
+from coordinator.cli.serve import new_event_loop
 
 
 def test_an_unknown_event_loop_is_refused_and_nothing_is_created(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from client import CommitOwnerClient
 from client.errors import CommitOwnerError

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from tests.support import Backend, Service, create_owned_table
 
@@ -62,7 +63,7 @@ class FaultLog:
 
     def fill_recovery(self, ack_times: Sequence[float]) -> None:
         rec = recovery_times(ack_times, [e.healed or e.injected for e in self.events])
-        for e, r in zip(self.events, rec):
+        for e, r in zip(self.events, rec, strict=True):
             e.recovery_seconds = r
 
     def summary(self) -> list[dict[str, Any]]:

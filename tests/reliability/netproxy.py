@@ -25,7 +25,7 @@ class TcpProxy:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self) -> "TcpProxy":
+    def start(self) -> TcpProxy:
         s = socket.socket()
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind(("127.0.0.1", self.port))

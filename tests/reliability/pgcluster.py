@@ -47,7 +47,7 @@ class PgCluster:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         return subprocess.run(cmd, check=check, capture_output=True, text=True, timeout=120)
 
-    def init(self) -> "PgCluster":
+    def init(self) -> PgCluster:
         if self._as_postgres:
             pw = pwd.getpwnam("postgres")
             os.chown(self.root, pw.pw_uid, pw.pw_gid)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -18,6 +18,8 @@ from .harness import FaultLog, make_tables, report, start_services
 from .netproxy import TcpProxy
 from .pgcluster import PgCluster, missing_tools
 from .workload import Workload
+
+pytestmark = pytest.mark.slow  # database and network faults, process kills
 
 
 @pytest.fixture

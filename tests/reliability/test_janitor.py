@@ -36,7 +36,7 @@ def _age(backend: Backend, location: str, name: str, seconds: float) -> None:
 
 def _janitor(backend: Backend, *, dry_run: bool = False) -> dict:
     """One janitor pass in this process (the same code the CLI runs)."""
-    from coordinator.ops import run_janitor
+    from coordinator.ops.commands import run_janitor
     from coordinator.settings import Settings
 
     settings = Settings.load({"database_url": backend.database_url, "request_timeout_seconds": 2.0,
@@ -100,6 +100,7 @@ def test_janitor_removes_only_old_orphans_of_decided_versions_on_local_disk(requ
         svc.stop()
 
 
+@pytest.mark.slow
 def test_service_janitor_removes_orphans_on_s3_after_the_safe_age(request: pytest.FixtureRequest) -> None:
     backend = make_backend(request, "sqlite", "s3", "rel-janitor-s3")
     # request timeout 1 s: the janitor never touches a file younger than 3 x 1 + 5 = 8 s (janitor_min_age 0).

@@ -12,6 +12,8 @@ from .checker import check, lister
 from .harness import FaultLog, make_tables, report, start_services
 from .workload import Workload
 
+pytestmark = pytest.mark.slow  # process kills
+
 
 def test_no_acknowledged_commit_is_lost_when_the_service_is_killed_and_restarted(request: pytest.FixtureRequest) -> None:
     backend = make_backend(request, "postgres", "local", "rel-kill")

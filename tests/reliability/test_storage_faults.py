@@ -13,7 +13,9 @@ from tests.conftest import make_backend
 
 from .checker import check, lister
 from .harness import FaultLog, make_tables, report, start_services
-from .workload import Workload, commit_body, CLOCK
+from .workload import CLOCK, Workload, commit_body
+
+pytestmark = pytest.mark.slow  # injected storage faults and latency
 
 
 def _injected(log_text: str) -> dict[str, int]:

@@ -10,7 +10,7 @@ Each operation ends in exactly one of:
   on every endpoint: it may be in the log once, or not at all, never twice.
 
 A reader thread loops ``get_commits`` + a listing of ``_delta_log`` and records any version that goes
-backwards and any gap it cannot resolve by listing again (PROTOCOL.md section 4).
+backwards and any gap it cannot resolve by listing again (docs/lifecycle.md, the snapshot reader).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ import re
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 from client import CommitOwnerClient
 from client.errors import (
@@ -263,7 +263,7 @@ class Reader(threading.Thread):
             return latest > listed_now
 
         if gap(listed):
-            # A backfill landed between the listing and getCommits: list again (PROTOCOL.md section 4).
+            # A backfill landed between the listing and getCommits: list again (docs/lifecycle.md, the snapshot reader).
             listed = self._listed(t)
             if gap(listed):
                 v.append(f"{t.table_id}: unresolved gap: listed through {listed}, tracked {versions}, latest {latest}")
@@ -294,7 +294,7 @@ class Workload:
         self.started = 0.0
         self.stopped = 0.0
 
-    def start(self) -> "Workload":
+    def start(self) -> Workload:
         self.started = time.time()
         for w in self.writers:
             w.start()

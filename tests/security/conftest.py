@@ -9,7 +9,8 @@ import subprocess
 import sys
 import urllib.error
 import urllib.request
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -38,9 +39,9 @@ def store_token(backend: Backend, *scopes: str) -> str:
     """A token written through the token store itself (no CLI start-up: for fixtures that need many)."""
     import asyncio
 
+    from coordinator.security.tokens import new_token, parse_scope
     from coordinator.store import create_engine
     from coordinator.store.tokens import TokenStore
-    from coordinator.tokens import new_token, parse_scope
 
     token_id, secret_hash, token = new_token()
 

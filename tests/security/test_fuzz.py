@@ -10,7 +10,8 @@ from __future__ import annotations
 import os
 import time
 import zlib
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -48,6 +49,7 @@ def fuzz_service(request: pytest.FixtureRequest) -> Iterator[Service]:
     svc.stop()
 
 
+@pytest.mark.slow
 def test_fuzzing_the_api_finds_no_server_error_and_refusals_change_nothing(fuzz_service: Service) -> None:
     svc, b = fuzz_service, fuzz_service.backend
     admin = store_token(b, "*:admin")
@@ -91,7 +93,7 @@ def test_fuzzing_the_api_finds_no_server_error_and_refusals_change_nothing(fuzz_
                 @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
                           phases=[Phase.explicit, Phase.generate], suppress_health_check=list(HealthCheck))
                 def fuzz(case: Any) -> None:
-                    run(case, token, until)
+                    run(case, token, until)  # noqa: B023 - called within this iteration only
 
                 try:
                     fuzz()

@@ -6,7 +6,7 @@ the service's own paths, and leaves the database and storage unchanged."""
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -83,7 +83,9 @@ GOOD = json.dumps(actions()[0]).encode()
     (GOOD + b'\n{"add":{"path":"a\x00"}}\n', "line 2 is not valid JSON"),
     (GOOD + b"\n" + GOOD + b"\n", "commitInfo must be the first action, and only once"),
     (GOOD + b'\n{"add":"path"}\n', "must be a JSON object"),
-    (GOOD + b'\n{"metaData":{"configuration":[1]}}\n', "configuration must be an object"),
+    (GOOD + b'\n{"metaData":{"configuration":[1]}}\n', "line 2: metaData.id is required"),
+    (GOOD + b"\n" + json.dumps({"metaData": {**version0()[2]["metaData"], "configuration": [1]}}).encode() + b"\n",
+     "line 2: metaData.configuration must be a map of string to string"),
     (b'{"commitInfo":{"inCommitTimestamp":"12"}}\n', "inCommitTimestamp"),
     (b'{"commitInfo":{"inCommitTimestamp":1.5}}\n', "inCommitTimestamp"),
     (b'{"commitInfo":{"inCommitTimestamp":true}}\n', "inCommitTimestamp"),

@@ -1,56 +1,61 @@
 """Allowed roots: the owner registers tables only under --allow-location, however the location is spelled.
 
-Each attempt must be refused with a clear 4xx and leave the database and storage as they were."""
+Each attempt must be refused with a clear 4xx and leave the database and storage as they were. On every
+backend, with the app in this process (symlink tricks on the local-disk backends only)."""
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
-from typing import Iterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
+import pytest_asyncio
 
-from tests.conftest import make_backend
-from tests.security.conftest import State, call
-from tests.support import Service
+from tests.conftest import BACKENDS, make_backend
+from tests.inprocess import InProcess
+from tests.security.conftest import State
 
-
-@pytest.fixture(scope="module")
-def local_roots(request: pytest.FixtureRequest) -> Iterator[tuple[Service, str]]:
-    b = make_backend(request, "sqlite", "local", "sec-roots")
-    root = b.tmp / "wh"
-    root.mkdir()
-    (b.tmp / "outside").mkdir()
-    os.symlink(b.tmp / "outside", root / "link")  # a symlink inside the root that points out of it
-    (root / "inner").mkdir()
-    os.symlink(root / "inner", root / "inner-link")  # one that stays inside
-    svc = Service(b, extra_env={"COMMIT_OWNER_ALLOW_LOCATION": str(root)}).start()
-    yield svc, str(root)
-    svc.stop()
+ALL = [f"{d}-{s}" for d, s in BACKENDS]
+LOCAL = [b for b in ALL if b.endswith("-local")]
+S3 = [b for b in ALL if b.endswith("-s3")]
 
 
-@pytest.fixture(scope="module")
-def s3_roots(request: pytest.FixtureRequest) -> Iterator[tuple[Service, str]]:
-    b = make_backend(request, "sqlite", "s3", "sec-roots-s3")
-    root = f"s3://{b.bucket}/warehouse"
-    svc = Service(b, extra_env={"COMMIT_OWNER_ALLOW_LOCATION": root + "/"}).start()
-    yield svc, root
-    svc.stop()
+@pytest_asyncio.fixture(scope="module", loop_scope="session")
+async def roots(request: pytest.FixtureRequest) -> AsyncIterator[tuple[InProcess, str]]:
+    """The app allowing one root: ``<tmp>/wh`` (with symlinks planted in it) or ``s3://<bucket>/warehouse``.
+    Its own database and bucket, so the before/after pictures see nothing but these tests."""
+    db, storage = request.param.split("-")
+    b = make_backend(request, db, storage, f"sec-roots-{request.param}")
+    if storage == "s3":
+        root, allow = f"s3://{b.bucket}/warehouse", f"s3://{b.bucket}/warehouse/"
+    else:
+        assert b.tmp is not None
+        wh = b.tmp / "wh"
+        wh.mkdir()
+        (b.tmp / "outside").mkdir()
+        os.symlink(b.tmp / "outside", wh / "link")  # a symlink inside the root that points out of it
+        (wh / "inner").mkdir()
+        os.symlink(wh / "inner", wh / "inner-link")  # one that stays inside
+        root = allow = str(wh)
+    app = await InProcess.start(b, {"COMMIT_OWNER_ALLOW_LOCATION": allow})
+    yield app, root
+    await app.stop()
 
 
-def register(svc: Service, location: str) -> tuple[int, dict]:
-    status, payload, _ = call(svc.endpoint, "POST", "/api/v1/tables", json.dumps({"location": location}).encode())
-    return status, payload
+def on(backends: list[str]) -> Any:
+    return pytest.mark.parametrize("roots", backends, indirect=True, scope="module")
 
 
-def assert_refused(svc: Service, state: State, location: str, forbidden: str) -> None:
-    before = state.take()
-    status, payload = register(svc, location)
+async def assert_refused(svc: InProcess, state: State, location: str, forbidden: str) -> None:
+    before = await asyncio.to_thread(state.take)
+    status, payload = await svc.register(location)
     assert 400 <= status < 500, (location, status, payload)
     err = payload["error"]
     assert err["code"] in ("LOCATION_NOT_ALLOWED", "INVALID_ARGUMENT"), (location, err)
     assert err["message"] and forbidden not in err["message"]  # says why, without the service's own paths
-    assert state.take() == before, location
+    assert await asyncio.to_thread(state.take) == before, location
 
 
 LOCAL_ESCAPES = [
@@ -78,17 +83,19 @@ LOCAL_ESCAPES = [
 ]
 
 
-def test_local_escapes_are_refused_and_change_nothing(local_roots: tuple[Service, str]) -> None:
-    svc, root = local_roots
+@on(LOCAL)
+async def test_local_escapes_are_refused_and_change_nothing(roots: tuple[InProcess, str]) -> None:
+    svc, root = roots
     tmp = os.path.dirname(root)
     state = State(svc.backend, f"file://{tmp}")
     for spelling in LOCAL_ESCAPES:
-        assert_refused(svc, state, spelling.format(root=root, tmp=tmp), forbidden=str(svc.backend.database_url))
+        await assert_refused(svc, state, spelling.format(root=root, tmp=tmp), forbidden=str(svc.backend.database_url))
     assert not os.listdir(os.path.join(tmp, "outside"))
 
 
-def test_local_spellings_inside_the_root_are_accepted_in_canonical_form(local_roots: tuple[Service, str]) -> None:
-    svc, root = local_roots
+@on(LOCAL)
+async def test_local_spellings_inside_the_root_are_accepted_in_canonical_form(roots: tuple[InProcess, str]) -> None:
+    svc, root = roots
     for spelling, canonical in [
         ("FILE://{root}/a/../ok1", "file://{root}/ok1"),
         ("{root}/./ok2/", "file://{root}/ok2"),
@@ -96,7 +103,7 @@ def test_local_spellings_inside_the_root_are_accepted_in_canonical_form(local_ro
         ("{root}/inner-link/ok4", "file://{root}/inner-link/ok4"),  # a symlink that stays inside
         ("{root}/t..x", "file://{root}/t..x"),  # dots inside a name are just a name
     ]:
-        status, payload = register(svc, spelling.format(root=root))
+        status, payload = await svc.register(spelling.format(root=root))
         assert status == 201, (spelling, payload)
         assert payload["location"] == canonical.format(root=root)
 
@@ -120,29 +127,31 @@ S3_ESCAPES = [
 ]
 
 
-def test_s3_escapes_are_refused_and_change_nothing(s3_roots: tuple[Service, str]) -> None:
-    svc, root = s3_roots
+@on(S3)
+async def test_s3_escapes_are_refused_and_change_nothing(roots: tuple[InProcess, str]) -> None:
+    svc, root = roots
     bucket = svc.backend.bucket
     state = State(svc.backend, f"s3://{bucket}")
     for spelling in S3_ESCAPES:
-        assert_refused(svc, state, spelling.format(bucket=bucket), forbidden="testing")
+        await assert_refused(svc, state, spelling.format(bucket=bucket), forbidden="testing")
 
 
-def test_s3_spellings_inside_the_root_are_accepted_in_canonical_form(s3_roots: tuple[Service, str]) -> None:
-    svc, root = s3_roots
+@on(S3)
+async def test_s3_spellings_inside_the_root_are_accepted_in_canonical_form(roots: tuple[InProcess, str]) -> None:
+    svc, root = roots
     bucket = svc.backend.bucket
     for spelling, canonical in [
         (f"S3://{bucket.upper()}/warehouse/a/../ok1", f"{root}/ok1"),
         (f"s3a://{bucket}/warehouse/ok2/", f"{root}/ok2"),
         (f"s3://{bucket}/warehouse/%6fk3", f"{root}/ok3"),
     ]:
-        status, payload = register(svc, spelling)
+        status, payload = await svc.register(spelling)
         assert status == 201, (spelling, payload)
         assert payload["location"] == canonical
 
 
 def test_the_default_root_is_a_local_warehouse_under_the_working_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from coordinator.roots import parse_roots
+    from coordinator.security.roots import parse_roots
     from coordinator.settings import Settings
 
     roots = parse_roots(Settings.load({}, environ={}).allow_location, cwd=str(tmp_path))
@@ -151,14 +160,13 @@ def test_the_default_root_is_a_local_warehouse_under_the_working_directory(tmp_p
     assert not roots[0].holds(f"file://{tmp_path}/warehouse2/t")
 
 
-
-
-def test_a_delta_log_symlinked_out_of_the_root_is_refused_at_registration_and_at_commit(
-        local_roots: tuple[Service, str]) -> None:
+@on(LOCAL)
+async def test_a_delta_log_symlinked_out_of_the_root_is_refused_at_registration_and_at_commit(
+        roots: tuple[InProcess, str]) -> None:
     from client.errors import LocationNotAllowedError
     from tests.support import actions, delta_file, ndjson, version0
 
-    svc, root = local_roots
+    svc, root = roots
     tmp = os.path.dirname(root)
     outside = os.path.join(tmp, "outside")
     state = State(svc.backend, f"file://{tmp}")
@@ -166,17 +174,18 @@ def test_a_delta_log_symlinked_out_of_the_root_is_refused_at_registration_and_at
     planted = os.path.join(root, "planted")
     os.makedirs(planted)
     os.symlink(outside, os.path.join(planted, "_delta_log"))
-    assert_refused(svc, state, planted, forbidden=outside)
+    await assert_refused(svc, state, planted, forbidden=outside)
 
     # registered while harmless, then its _delta_log is swapped for a symlink out of the root
     loc = f"file://{root}/swapped"
-    c = svc.client()
-    tid = c.register_table(loc).table_id
+    c = svc.client()  # the stdlib client blocks: it runs in a thread while this loop serves
+    tid = (await asyncio.to_thread(c.register_table, loc)).table_id
     svc.backend.write(delta_file(loc, 0), ndjson(version0()))
     os.rename(os.path.join(root, "swapped", "_delta_log"), os.path.join(root, "swapped", "_delta_log.old"))
     os.symlink(outside, os.path.join(root, "swapped", "_delta_log"))
     before = state.take()
     with pytest.raises(LocationNotAllowedError):
-        c.commit(tid, 1, actions())
+        await asyncio.to_thread(c.commit, tid, 1, actions())
+    c.close()
     assert state.take() == before
     assert not os.listdir(outside)

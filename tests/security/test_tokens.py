@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+
 import pytest
 
 from client import CommitOwnerClient
@@ -225,7 +226,7 @@ def test_a_symlink_cannot_carry_a_registration_out_of_the_tokens_prefix(world: W
 def test_the_log_filter_redacts_bearer_tokens(world: World) -> None:
     import logging
 
-    from coordinator.tokens import RedactTokens
+    from coordinator.security.tokens import RedactTokens
 
     record = logging.LogRecord("x", logging.INFO, __file__, 1, "got %s and Authorization: Bearer %s",
                                (world.a_read, "opaque-secret-value"), None)

@@ -17,7 +17,7 @@ from client.spark.actions import (  # noqa: E402
     remove_action,
 )
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 
 def test_partition_values_are_decoded_from_uri_and_hive_escaping() -> None:

@@ -19,7 +19,7 @@ pytest.importorskip("pyspark", reason="SPARK TESTS SKIPPED: pyspark is not insta
 
 from client.spark import spark_session_with_commit_owner, use_commit_owner  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 COMMIT_FAILED = "io.delta.storage.commit.CommitFailedException"
 

@@ -18,11 +18,10 @@ pytest.importorskip("pyspark", reason="SPARK TESTS SKIPPED: pyspark is not insta
 deltalake = pytest.importorskip("deltalake", reason="delta-rs (deltalake) is needed as the independent reader")
 
 from client.snapshot import load_snapshot  # noqa: E402
-
 from client.spark import read_table, write_table  # noqa: E402
 from client.spark.pipeline import TableChangedError  # noqa: E402
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SCHEMA = "id long, name string, ts timestamp, day date, part string"
 COLUMNS = ["id", "name", "ts", "day", "part"]

@@ -1,0 +1,1 @@
+"""The Unity Catalog facade's HTTP handlers (``/api/2.1/unity-catalog``); routes in ``routes.py``."""

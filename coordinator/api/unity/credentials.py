@@ -1,0 +1,85 @@
+"""Handlers of ``/temporary-table-credentials`` and ``/temporary-path-credentials`` (credential vending).
+
+Order of checks, so that a refusal issues nothing: the body, the table or path (unknown table 404, a path
+outside every allowed root 403), the token's scope for the operation's action on that location (403),
+then the vendor (S3 without ``vend_role_arn``: 400). Only then is STS asked, counted and logged.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from aiohttp import web
+
+from client.errors import InvalidArgumentError, PermissionDeniedError
+from client.layout import normalize_location
+from coordinator.security.roots import check_allowed
+from coordinator.security.tokens import covers
+
+from ...service import parse_uuid
+from ...vending import PATH_OPERATIONS, TABLE_OPERATIONS, Access, Vended
+from ..auth import require
+from ..errors import json_body, json_response, only_params
+from ..keys import METRICS, PRINCIPAL, SERVICE, VENDOR
+
+log = logging.getLogger("commit_owner.vending")
+
+_SESSION_CHARS = re.compile(r"[^\w+=,.@-]")
+
+
+def _operation(body: dict, allowed: dict[str, tuple[Access, str]]) -> tuple[str, Access, str]:
+    op = body.get("operation")
+    if op not in allowed:
+        raise InvalidArgumentError(f"operation must be one of {', '.join(allowed)}")
+    access, action = allowed[op]
+    return op, access, action
+
+
+async def _issue(request: web.Request, location: str, operation: str, access: Access,
+                 table_id: str | None) -> web.Response:
+    principal = request.get(PRINCIPAL)
+    token_id = principal.token_id if principal is not None else "-"
+    session = _SESSION_CHARS.sub("-", f"commit-owner-{token_id}")[:64]
+    vended: Vended = await request.app[VENDOR].vend(location, access, session_name=session)
+    kind = "s3" if vended.aws is not None else "local"
+    request.app[METRICS].credentials_issued.labels(operation, kind).inc()
+    log.info("issued %s credentials (%s) for %s %s, expiring at %d ms, token %s", operation, kind,
+             "table" if table_id else "path", table_id or location, vended.expiration_ms, token_id)
+    return json_response(vended.to_json())
+
+
+async def table_credentials(request: web.Request) -> web.Response:
+    only_params(request, set())
+    body = await json_body(request, {"table_id", "operation"})
+    raw_id = body.get("table_id")
+    if not isinstance(raw_id, str):
+        raise InvalidArgumentError("table_id is required and must be a string")
+    operation, access, action = _operation(body, TABLE_OPERATIONS)
+    service = request.app[SERVICE]
+    table = await service.store.get_table(parse_uuid(raw_id, "table_id"))
+    check_allowed(table.location, service.roots)
+    require(request, action, table.location, on_disk=True)
+    return await _issue(request, table.location, operation, access, table.table_id)
+
+
+async def path_credentials(request: web.Request) -> web.Response:
+    only_params(request, set())
+    body = await json_body(request, {"url", "operation"})
+    url = body.get("url")
+    if not isinstance(url, str) or not url:
+        raise InvalidArgumentError("url is required and must be a string")
+    operation, access, action = _operation(body, PATH_OPERATIONS)
+    location = normalize_location(url)
+    service = request.app[SERVICE]
+    check_allowed(location, service.roots)
+    require(request, action, location, on_disk=True)
+    if access != "read":
+        # A path write credential never reaches a registered table's files (its _delta_log included):
+        # a table's writers ask for temporary-table-credentials.
+        for t in await service.store.list_tables():
+            if covers(location, t.location) or covers(t.location, location):
+                raise PermissionDeniedError(
+                    f"{operation} is refused: a registered table lies at, above or below this path; ask "
+                    "temporary-table-credentials with its table_id")
+    return await _issue(request, location, operation, access, None)

@@ -1,0 +1,79 @@
+"""`commit-owner bench`: the benchmark of docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+
+@click.command()
+@click.option("--database", type=click.Choice(["postgres", "sqlite"]), default="postgres", show_default=True,
+              help="Ownership store the bench's own service runs on.")
+@click.option("--storage", type=click.Choice(["local", "s3"]), default="local", show_default=True,
+              help="Log storage: a local folder, or S3 through a moto server the bench starts.")
+@click.option("--pg-url", default="postgresql://postgres@127.0.0.1:5432/postgres", show_default=True,
+              help="PostgreSQL server where the bench creates (and drops) its database.")
+@click.option("--smoke", is_flag=True, help="Seconds, not minutes: short scenarios, small growth (for CI).")
+@click.option("--duration", type=float, default=None, help="Seconds per scenario [10; smoke 1].")
+@click.option("--contention", default=None, help="Writer counts of scenario 2, comma-separated [4,16,64].")
+@click.option("--tables", type=int, default=None, help="Tables (one writer each) of scenario 3 [64].")
+@click.option("--lag-rate", type=float, default=None, help="Commits/s of the backfill-lag scenario [100].")
+@click.option("--growth-tables", type=int, default=None, help="Tables added by scenario 6 [10000].")
+@click.option("--growth-rows", type=int, default=None, help="Commit rows per added table [100].")
+@click.option("--backfill-batch-size", type=int, default=1, show_default=True, help="The service's backfill trigger.")
+@click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
+@click.option("--keep-workdir", is_flag=True, help="Keep the tables, database file and service log.")
+@click.option("--json", "json_path", default=None, help="Write the full report as JSON here.")
+@click.option("--png", "png_path", default=None, help="Draw the chart here (needs matplotlib).")
+@click.option("--markdown", "md_path", default=None, help="Write the markdown table here.")
+def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
+          tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
+          backfill_batch_size: int, no_deltars: bool, keep_workdir: bool, json_path: str | None,
+          png_path: str | None, md_path: str | None) -> None:
+    """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
+
+    Exit status 1 when a table's latest version differs from the commits acknowledged to the bench.
+    """
+    from coordinator.bench import report as rep
+    from coordinator.bench.runner import Bench, BenchCheckError, BenchOptions
+
+    kw: dict = dict(database=database, storage=storage, pg_url=pg_url, deltars=not no_deltars,
+                    backfill_batch_size=backfill_batch_size, keep_workdir=keep_workdir)
+    for name, value in (("duration", duration), ("tables", tables), ("lag_rate", lag_rate),
+                        ("growth_tables", growth_tables), ("growth_rows", growth_rows)):
+        if value is not None:
+            if value <= 0:
+                raise click.BadParameter(f"must be positive, not {value}", param_hint=f"--{name.replace('_', '-')}")
+            kw[name] = value
+    if contention:
+        try:
+            kw["contention"] = tuple(int(x) for x in contention.split(",") if x.strip())
+        except ValueError:
+            raise click.BadParameter(f"a comma-separated list of integers, not {contention!r}",
+                                     param_hint="--contention") from None
+        if not kw["contention"] or min(kw["contention"]) < 1:
+            raise click.BadParameter("writer counts must be >= 1", param_hint="--contention")
+    opts = BenchOptions.smoke(**kw) if smoke else BenchOptions(**kw)
+    code = 0
+    try:
+        report = Bench(opts, say=lambda s: click.echo(s, err=True)).run()
+    except BenchCheckError as e:
+        report, code = e.report, 1
+        click.echo(f"error: consistency check failed: {e}", err=True)
+    for path in (json_path, md_path, png_path):
+        if path:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    click.echo(rep.markdown(report))
+    click.echo(rep.text(report), err=True)
+    if json_path:
+        with open(json_path, "w") as f:
+            json.dump(report, f, indent=2)
+    if md_path:
+        with open(md_path, "w") as f:
+            f.write(rep.markdown(report))
+    if png_path:
+        rep.chart(report, png_path)
+    sys.exit(code)

@@ -1,0 +1,53 @@
+"""Exit codes of `commit-owner`, the same for every command, so that scripts can rely on them.
+
+0 success; 1 the work failed (a backfill failed, a table not found, another refusal);
+2 bad usage or configuration, or a dependency (database, storage) cannot be reached;
+3 the database schema is out of date (run `commit-owner migrate`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+OK, FAILED, USAGE, OLD_SCHEMA = 0, 1, 2, 3
+
+
+def classify(e: BaseException) -> tuple[int, str] | None:
+    """(exit code, one-line message) for an error a command let escape; None for a bug (keep the traceback)."""
+    from sqlalchemy.exc import DBAPIError, OperationalError
+
+    from client.errors import CommitOwnerError, SchemaOutOfDateError, UnavailableError
+    from coordinator.logs import redact
+
+    if isinstance(e, SchemaOutOfDateError):
+        return OLD_SCHEMA, str(e)
+    if isinstance(e, (OperationalError, DBAPIError)):
+        orig = getattr(e, "orig", None) or e
+        first = str(orig).strip().splitlines()[0] if str(orig).strip() else type(orig).__name__
+        return USAGE, redact(f"cannot use the database: {first}")
+    if isinstance(e, UnavailableError):
+        return USAGE, redact(e.message)
+    if isinstance(e, CommitOwnerError):
+        return FAILED, redact(e.message)
+    if isinstance(e, OSError):
+        return USAGE, redact(f"{type(e).__name__}: {e}")
+    return None
+
+
+class OwnerGroup(click.Group):
+    """The top-level group: known failures become one line on stderr and their exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
+            raise
+        except Exception as e:  # noqa: BLE001 - mapped below or re-raised
+            known = classify(e)
+            if known is None:
+                raise
+            code, message = known
+            click.echo(f"error: {message}", err=True)
+            ctx.exit(code)

@@ -1,0 +1,226 @@
+"""The `commit-owner` command line.
+
+Exit codes: 0 success, 1 the work failed (e.g. some backfills failed), 2 bad usage or configuration,
+3 the database schema is out of date.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from typing import Any
+
+import click
+
+from coordinator.cli.bench import bench
+from coordinator.cli.exit_codes import OwnerGroup
+from coordinator.cli.ops import MAINTENANCE_COMMANDS, TABLE_COMMANDS, config
+from coordinator.cli.options import load_settings, settings_options
+from coordinator.cli.tokens import tokens
+
+
+@click.group(cls=OwnerGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
+@click.version_option(package_name="delta-commit-owner")
+def main() -> None:
+    """delta-commit-owner: a commit owner for Delta Lake managed commits.
+
+    Writers send commits to the owner's HTTP API; the owner writes them to
+    _delta_log/_commits, ratifies exactly one file per version in its database and
+    backfills them in order to _delta_log/<v>.json.
+
+    \b
+    Settings come from flags, COMMIT_OWNER_* environment variables or a TOML file
+    (--config / COMMIT_OWNER_CONFIG), in that order; see `commit-owner config show`.
+
+    \b
+    Exit codes:
+      0  success (also `serve` stopped by SIGTERM or SIGINT)
+      1  the work failed (e.g. some backfills failed, a table was not found)
+      2  bad usage or configuration, or the database/storage cannot be reached
+      3  the database schema is out of date: run `commit-owner migrate`
+    """
+
+
+@main.command()
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@settings_options()
+def serve(config: str | None, **overrides: Any) -> None:
+    """Run the HTTP API (and, unless --no-backfill, the backfiller).
+
+    SIGTERM or SIGINT stops it gracefully: the listener closes, requests in flight
+    (commits included) are answered within --shutdown-grace-seconds, the backfiller
+    stops and the database pool closes; then it exits 0.
+    """
+    from coordinator.api import create_app
+    from coordinator.api.auth import check_auth_mode
+    from coordinator.logs import setup_logging
+    from coordinator.store import check_database
+
+    settings = load_settings(config, **overrides)
+    setup_logging(settings.log_level, settings.log_format)
+    try:
+        check_auth_mode(settings, warn=False)  # create_app logs the warning when forced
+        from coordinator.cli.serve import new_event_loop
+
+        new_event_loop(settings.event_loop).close()  # refuse a bad choice before anything starts
+    except ValueError as e:
+        raise click.UsageError(str(e)) from None
+
+    asyncio.run(check_database(settings))  # refused before the port opens; exit codes from exit_codes.classify
+    from coordinator.cli.serve import bind, run_service
+
+    try:
+        socks = bind(settings.host, settings.port)
+    except OSError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    run_service(create_app(settings), settings, socks)
+
+
+@main.command()
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@settings_options(("database_url",))
+def migrate(config: str | None, **overrides: Any) -> None:
+    """Create or upgrade the ownership store's schema (Alembic migrations in schema/)."""
+    from coordinator.store import migrate as do_migrate
+
+    settings = load_settings(config, **overrides)
+    head = do_migrate(settings.database_url)
+    click.echo(f"database at schema revision {head}")
+
+
+# What `backfill-worker` reads: no listener, no authentication, no registrations (so no allowed roots).
+WORKER_SETTINGS = ("database_url", "db_pool_size", "request_timeout_seconds", "s3_endpoint_url", "s3_region",
+                   "s3_access_key_id", "s3_secret_access_key", "storage_threads", "backfill_batch_size",
+                   "backfill_interval_ms", "backfill_lease_seconds", "log_level", "log_format", "fault_injection")
+
+
+@main.command("backfill-worker")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@settings_options(WORKER_SETTINGS)
+def backfill_worker(config: str | None, **overrides: Any) -> None:
+    """Run only the backfiller, for deployments that separate it from the API."""
+    from coordinator.cli.worker import run_worker
+    from coordinator.logs import setup_logging
+
+    settings = load_settings(config, **overrides)
+    setup_logging(settings.log_level, settings.log_format)
+    sys.exit(asyncio.run(run_worker(settings)))
+
+
+@main.command()
+@click.option("--table", "table", default=None, help="Table location or id.")
+@click.option("--all", "all_tables", is_flag=True, help="Every table with unbackfilled commits.")
+@click.option("--to-version", type=int, default=None, help="Backfill through this version (default: latest).")
+@click.option("--endpoint", default=None, help="Go through a running service's API at this URL.")
+@click.option("--token", envvar="COMMIT_OWNER_TOKEN", default=None, help="Bearer token for --endpoint.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option("--progress/--no-progress", default=None, help="Progress bar (default: on a terminal).")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@settings_options(("database_url", "s3_endpoint_url", "s3_region", "s3_access_key_id", "s3_secret_access_key"))
+def backfill(table: str | None, all_tables: bool, to_version: int | None, endpoint: str | None, token: str | None,
+             as_json: bool, progress: bool | None, config: str | None, **overrides: Any) -> None:
+    """Force backfill of one table or all of them, through the API or straight against the database."""
+    from coordinator.ops.commands import run_backfill
+
+    if bool(table) == bool(all_tables):
+        raise click.UsageError("give exactly one of --table and --all")
+    settings = load_settings(config, **overrides)
+    show = sys.stderr.isatty() if progress is None else progress
+    summary = run_backfill(settings, table=table, to_version=to_version, endpoint=endpoint, token=token,
+                           progress=show)
+    if as_json:
+        click.echo(json.dumps(summary, indent=2))
+    else:
+        click.echo(f"tables done: {summary['tables_done']}, versions published: {summary['versions_published']}, "
+                   f"failures: {len(summary['failures'])}")
+        for f in summary["failures"]:
+            click.echo(f"  FAILED {f['table']}: {f['reason']}")
+    sys.exit(1 if summary["failures"] else 0)
+
+
+@main.command()
+@click.option("--dry-run", is_flag=True, help="Report the orphans that would be removed; remove nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@settings_options(("database_url", "s3_endpoint_url", "s3_region", "s3_access_key_id", "s3_secret_access_key",
+                    "request_timeout_seconds", "janitor_min_age_seconds"))
+def janitor(dry_run: bool, as_json: bool, config: str | None, **overrides: Any) -> None:
+    """Remove orphan commit files (written, never ratified) older than the safe age (docs/reliability.md)."""
+    from coordinator.ops.commands import run_janitor
+
+    rep = run_janitor(load_settings(config, **overrides), dry_run=dry_run)
+    if as_json:
+        click.echo(json.dumps(rep, indent=2))
+    else:
+        verb = "would remove" if dry_run else "removed"
+        click.echo(f"tables {rep['tables']}, staged files {rep['stagedFiles']}, orphans {rep['orphans']}, "
+                   f"{verb} {rep['removed']}, kept: too young {rep['keptTooYoung']}, undecided {rep['keptUndecided']}, "
+                   f"errors {rep['errors']} (min age {rep['minAgeSeconds']:.0f}s)")
+        for f in rep["removedFiles"]:
+            click.echo(f"  {verb}: {f}")
+    sys.exit(1 if rep["errors"] else 0)
+
+
+@main.group()
+def tables() -> None:
+    """Inspect and repair owned tables; create and release them through a running owner."""
+
+
+@tables.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@settings_options(("database_url",))
+def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
+    """Every table: location, latest, backfilled, unbackfilled, accepting, last commit time."""
+    from coordinator.ops.commands import iso_time, list_tables
+
+    rows = list_tables(load_settings(config, **overrides))
+    for r in rows:
+        r["lastCommitTime"] = iso_time(r.get("lastCommitAt"))
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    click.echo(f"{'TABLE ID':36}  {'LATEST':>7}  {'BACKFILLED':>10}  {'UNBACKFILLED':>12}  {'ACCEPTING':9}  {'STATUS':8}  "
+               f"{'LAST COMMIT':20}  LOCATION")
+    for r in rows:
+        click.echo(f"{r['tableId']:36}  {r['latestTableVersion']:>7}  {r['latestBackfilledVersion']:>10}  "
+                   f"{r['unbackfilledCommits']:>12}  {str(r['acceptingCommits']).lower():9}  {r['status']:8}  "
+                   f"{r['lastCommitTime'] or '-':20}  {r['location']}")
+
+
+@tables.command("show")
+@click.argument("table")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--limit", default=20, show_default=True, help="How many recent commits to show.")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@settings_options(("database_url",))
+def tables_show(table: str, as_json: bool, limit: int, config: str | None, **overrides: Any) -> None:
+    """One table (by id or location) with its recent commits from the audit trail."""
+    from coordinator.ops.commands import show_table
+
+    info = show_table(load_settings(config, **overrides), table, limit)
+    if as_json:
+        click.echo(json.dumps(info, indent=2))
+        return
+    for k in ("tableId", "location", "commitDir", "status", "statusReason", "acceptingCommits", "latestTableVersion",
+              "latestBackfilledVersion", "unbackfilledCommits", "lastCommitTime", "backfillError"):
+        click.echo(f"{k:24} {info.get(k)}")
+    click.echo("recent commits:")
+    for c in info["recentCommits"]:
+        click.echo(f"  v{c['version']:<8} {c['fileName']}  ict={c['commitTimestamp']}  "
+                   f"{'backfilled' if c['backfilled'] else 'UNBACKFILLED'}")
+
+
+main.add_command(config)  # operations: `config show|docs`
+for _command in TABLE_COMMANDS:  # `tables create|forget|unfence|release`
+    tables.add_command(_command)
+for _command in MAINTENANCE_COMMANDS:  # `maintain`, `vacuum` (docs/maintenance.md)
+    main.add_command(_command)
+main.add_command(tokens)  # security: `commit-owner tokens ...`
+main.add_command(bench)  # performance: `commit-owner bench`, docs/benchmarks.md
+
+
+if __name__ == "__main__":
+    main()

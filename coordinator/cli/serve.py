@@ -1,0 +1,90 @@
+"""Running the service until SIGTERM/SIGINT, then stopping in order.
+
+aiohttp's runner does the ordering: close the listening socket (no new connections), close idle
+keep-alive connections, wait up to ``shutdown_grace_seconds`` for handlers in flight (a commit being
+ratified is answered), then run the cleanup contexts in reverse: the backfiller stops, storage
+clients close, the database pool is disposed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+
+from aiohttp import web
+
+from coordinator.settings import Settings
+
+log = logging.getLogger("commit_owner.serve")
+
+
+async def _announce_shutdown(app: web.Application) -> None:
+    log.info("shutting down: no new connections; finishing the requests in flight")
+
+
+EVENT_LOOPS = ("auto", "uvloop", "asyncio")
+
+
+def new_event_loop(choice: str) -> asyncio.AbstractEventLoop:
+    """The loop `serve` runs on (setting ``event_loop``); uvloop spends less CPU per request (docs/decisions.md).
+
+    Raises ValueError for an unknown choice, or for ``uvloop`` when it is not installed.
+    """
+    if choice not in EVENT_LOOPS:
+        raise ValueError(f"event_loop must be one of {', '.join(EVENT_LOOPS)}, not {choice!r}")
+    if choice != "asyncio":
+        try:
+            import uvloop
+        except ImportError:
+            if choice == "uvloop":
+                raise ValueError("event_loop = uvloop, but uvloop is not installed (pip install uvloop)") from None
+        else:
+            return uvloop.new_event_loop()
+    return asyncio.new_event_loop()
+
+
+def bind(host: str, port: int) -> list[socket.socket]:
+    """The listening sockets of ``host:port`` (every address the name has, as asyncio binds them), bound
+    before anything starts and before "listening" is logged.
+
+    Raises OSError with one line naming the address and the reason (e.g. the port is taken).
+    """
+    try:
+        infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as e:
+        raise OSError(f"cannot listen on {host}:{port}: unknown host ({e.strerror})") from None
+    socks: list[socket.socket] = []
+    try:
+        for family, kind, proto, _, address in dict.fromkeys(
+                (i[0], i[1], i[2], i[3], i[4][:2]) for i in infos):
+            sock = socket.socket(family, kind, proto)
+            socks.append(sock)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp does: restart over TIME_WAIT
+            if family == socket.AF_INET6:
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # the IPv4 address binds by itself
+            sock.bind(address)
+            sock.listen(128)
+    except OSError as e:
+        for sock in socks:
+            sock.close()
+        reason = e.strerror.lower() if e.strerror else str(e)
+        raise OSError(f"cannot listen on {host}:{port}: {reason}") from None
+    return socks
+
+
+def run_service(app: web.Application, settings: Settings, socks: list[socket.socket]) -> None:
+    """Serve ``app`` on the bound ``socks`` until a signal; returns after a clean stop."""
+    loop = new_event_loop(settings.event_loop)
+    where = ", ".join(f"http://[{h}]:{p}" if ":" in h else f"http://{h}:{p}"
+                      for h, p in (s.getsockname()[:2] for s in socks))
+
+    async def _announce_listening(app: web.Application) -> None:
+        # After the cleanup contexts opened the database and storage: the socket is bound and accepting.
+        log.info("commit-owner listening on %s (event loop: %s)", where, type(loop).__module__.split(".")[0])
+
+    app.on_startup.append(_announce_listening)
+    app.on_shutdown.append(_announce_shutdown)
+    web.run_app(app, sock=socks, print=None, access_log=None, loop=loop,
+                shutdown_timeout=settings.shutdown_grace_seconds, handle_signals=True)
+    log.info("commit-owner stopped")

@@ -1,0 +1,1 @@
+"""Operations beside the commit path: the orphan janitor and the operator commands' work."""

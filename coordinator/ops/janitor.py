@@ -1,0 +1,157 @@
+"""The orphan janitor: removes staged commit files that will never be ratified.
+
+A commit writes ``_commits/<v>.<key>.json`` before its ratification transaction (K01). When the
+refusal is certain the service removes the file at once; when the outcome is unknown (the process
+died, the database or storage failed between the write and the answer) the file stays: it is an
+orphan no reader uses (readers only follow ratified rows). The janitor removes such a file only when
+all of these hold, checked per file just before the delete:
+
+* no ratified row names it (it is never a ratified file);
+* its version is decided: ``version <= latest ratified version`` with another file ratified there,
+  or the table no longer accepts commits. A file above the latest version is kept, because a retry
+  with its idempotency key may still ratify it (the service would find the file and use it);
+* it is older than ``janitor_min_age_seconds``, never less than 3 x ``request_timeout_seconds``
+  (the storage write, the pool wait and the ratification statement of one request) + 5 s of clock
+  margin, so a request still in flight never loses its file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from client.errors import CommitOwnerError
+from client.layout import commit_dir_uri, parse_staged_file, staged_file
+from coordinator.settings import Settings
+from coordinator.storage import StorageRouter
+from coordinator.store import OwnershipStore, TableRow
+
+log = logging.getLogger("commit_owner.janitor")
+
+CLOCK_MARGIN_SECONDS = 5.0
+
+
+def safe_min_age(settings: Settings) -> float:
+    """The age below which no orphan is touched, whatever the setting says."""
+    return max(float(settings.janitor_min_age_seconds), 3 * float(settings.request_timeout_seconds) + CLOCK_MARGIN_SECONDS)
+
+
+@dataclass
+class JanitorReport:
+    tables: int = 0
+    staged_files: int = 0
+    orphans: int = 0
+    removed: int = 0
+    kept_too_young: int = 0
+    kept_undecided: int = 0
+    errors: int = 0
+    dry_run: bool = False
+    removed_files: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tables": self.tables, "stagedFiles": self.staged_files, "orphans": self.orphans,
+                "removed": self.removed, "keptTooYoung": self.kept_too_young, "keptUndecided": self.kept_undecided,
+                "errors": self.errors, "dryRun": self.dry_run, "removedFiles": self.removed_files[:1000]}
+
+
+class Janitor:
+    """One pass over every owned table (``run_once``), or a background loop (``start``/``stop``).
+
+    ``removed_files_total`` is a plain cumulative counter (files removed by this process) for a
+    metrics endpoint to read.
+    """
+
+    def __init__(self, store: OwnershipStore, storage: StorageRouter, settings: Settings) -> None:
+        self.store = store
+        self.storage = storage
+        self.settings = settings
+        self.removed_files_total = 0
+        self._task: asyncio.Task[None] | None = None
+
+    async def run_once(self, *, dry_run: bool = False) -> JanitorReport:
+        rep = JanitorReport(dry_run=dry_run)
+        min_age_ms = int(safe_min_age(self.settings) * 1000)
+        for table in await self.store.list_tables():
+            rep.tables += 1
+            try:
+                await self._table(table, rep, min_age_ms, dry_run)
+            except (OSError, CommitOwnerError) as e:
+                rep.errors += 1
+                log.warning("janitor: table %s skipped this round: %s", table.table_id, e)
+        return rep
+
+    async def _table(self, table: TableRow, rep: JanitorReport, min_age_ms: int, dry_run: bool) -> None:
+        folder = commit_dir_uri(table.location, table.commit_dir)
+        storage = self.storage.for_uri(folder)
+        staged: dict[str, int] = {}
+        for name in await storage.list_names(folder):
+            parsed = parse_staged_file(name)
+            if parsed and parsed.version > table.base_version:
+                staged[name] = parsed.version
+        rep.staged_files += len(staged)
+        if not staged:
+            return
+        ratified = await self.store.ratified_file_names(table.table_id, min(staged.values()), max(staged.values()))
+        names = set(ratified.values())
+        for name, version in sorted(staged.items(), key=lambda kv: kv[1]):
+            if name in names:
+                continue
+            rep.orphans += 1
+            if table.accepting and version > table.latest_version:
+                rep.kept_undecided += 1  # a retry with this file's key may still ratify it
+                continue
+            path = staged_file(table.location, table.commit_dir, name)
+            try:
+                info = await storage.info(path)
+            except FileNotFoundError:
+                continue
+            # S3 (and moto) report whole seconds, truncated: such a time may be up to 1 s before the real write.
+            written = info.modification_time + (1000 if info.modification_time % 1000 == 0 else 0)
+            if int(time.time() * 1000) - written < min_age_ms:
+                rep.kept_too_young += 1
+                continue
+            # Ask again right before the delete: the answer that matters is the one of this moment.
+            row = await self.store.get_commit(table.table_id, version)
+            if row is not None and row.file_name == name:
+                continue  # ratified: never removed
+            if row is None and table.accepting:
+                rep.kept_undecided += 1
+                continue
+            if not dry_run:
+                await storage.delete(path)
+                self.removed_files_total += 1
+                log.info("janitor: removed orphan %s (version %d is %s)", path, version,
+                         row.file_name if row else "never ratified; the table no longer accepts commits")
+            rep.removed += 1
+            rep.removed_files.append(path)
+
+    # -- background loop ----------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._task is None and self.settings.janitor_interval_seconds > 0:
+            self._task = asyncio.create_task(self._run(), name="commit-owner-janitor")
+
+    async def stop(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _run(self) -> None:
+        interval = float(self.settings.janitor_interval_seconds)
+        while True:
+            # Jitter so that several processes on one database do not scan in lockstep.
+            await asyncio.sleep(interval * random.uniform(0.8, 1.2))
+            try:
+                rep = await self.run_once()
+                if rep.removed or rep.errors:
+                    log.info("janitor: %d orphan(s) removed, %d kept (young %d, undecided %d), %d error(s)",
+                             rep.removed, rep.orphans - rep.removed, rep.kept_too_young, rep.kept_undecided, rep.errors)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - a background task must survive anything
+                log.exception("janitor round failed")

@@ -1,0 +1,285 @@
+"""`commit-owner maintain` (checkpoints) and `commit-owner vacuum` (unreferenced data files), straight against
+the database and storage. docs/maintenance.md shows both as run."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from client.checkpoint import read_checkpoint_parts
+from client.delta_log import parse_actions
+from client.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
+from client.layout import LOG_DIR, deletion_vector_file, delta_file, log_dir, parse_delta_file, staged_file
+from client.snapshot import complete_checkpoints
+from coordinator.ops.checkpoints import (
+    DEFAULT_DELETED_FILE_RETENTION,
+    DELETED_FILE_RETENTION,
+    CheckpointError,
+    TableState,
+    checkpoint_table,
+    parse_duration,
+)
+from coordinator.ops.commands import _open, _resolve
+from coordinator.settings import Settings
+from coordinator.storage import StorageBackend
+from coordinator.store import OwnershipStore, TableRow
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# -- checkpoints ------------------------------------------------------------------------------------------------
+
+def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: float | None = None,
+                 metrics_file: str | None = None) -> dict[str, Any]:
+    """Checkpoint the given tables (every registered one but FENCED ones when none), once or every ``every``
+    seconds; with ``metrics_file``, the figures are written there after each pass."""
+    from coordinator.metrics import MaintenanceMetrics
+
+    metrics = MaintenanceMetrics()
+
+    async def once() -> dict[str, Any]:
+        out: dict[str, Any] = {"tables": [], "failures": [], "skipped": [], "checkpointsWritten": 0, "maxLag": 0}
+        async with _open(settings) as (store, storage):
+            targets = [await _resolve(store, t) for t in tables] if tables else await store.list_tables()
+            for t in targets:
+                if t.status == "FENCED":
+                    out["failures"].append({"table": t.location, "reason": "FENCED: its log is not the owner's"})
+                    continue
+                if t.status == "RELEASED":  # handed back: its log is the filesystem writers' again
+                    out["skipped"].append({"table": t.location, "reason": "RELEASED"})
+                    continue
+                try:
+                    rep = await checkpoint_table(storage.for_uri(t.location), t.location, t.latest_backfilled_version,
+                                                 now_ms=_now_ms())
+                except (CheckpointError, CommitOwnerError) as e:
+                    out["failures"].append({"table": t.location, "reason": str(e)})
+                    continue
+                except OSError as e:
+                    out["failures"].append({"table": t.location, "reason": f"log storage: {type(e).__name__}: {e}"})
+                    continue
+                out["tables"].append(rep.to_json())
+                out["checkpointsWritten"] += len(rep.written)
+                out["maxLag"] = max(out["maxLag"], rep.lag)
+                metrics.checkpoints_written.inc(len(rep.written))
+                metrics.checkpoint_lag.labels(t.table_id).set(rep.lag)
+        metrics.checkpoint_lag_max.set(out["maxLag"])
+        if metrics_file:
+            metrics.write(metrics_file)
+        return out
+
+    async def go() -> dict[str, Any]:
+        if every is None:
+            return await once()
+        import json
+        import logging
+        import sys
+
+        while True:  # a worker: a failed pass (database or storage down) is logged and the next one tries again
+            try:
+                print(json.dumps(await once()), file=sys.stderr, flush=True)
+            except (CommitOwnerError, OSError) as e:
+                logging.getLogger("commit_owner.maintain").error("maintenance pass failed: %s", e)
+            await asyncio.sleep(every)
+
+    return asyncio.run(go())
+
+
+# -- vacuum -----------------------------------------------------------------------------------------------------
+
+@dataclass
+class VacuumReport:
+    location: str
+    retention_seconds: float
+    oldest_kept_version: int
+    latest_version: int
+    dry_run: bool
+    files: list[dict[str, Any]] = field(default_factory=list)  # {path, size, modificationTime}
+    deleted: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"location": self.location, "dryRun": self.dry_run, "retentionSeconds": self.retention_seconds,
+                "oldestKeptVersion": self.oldest_kept_version, "latestVersion": self.latest_version,
+                "files": self.files, "fileCount": len(self.files), "bytes": sum(f["size"] for f in self.files),
+                "deleted": self.deleted}
+
+
+def _relative(location: str, path: str) -> str:
+    """A data file path of an action (relative and URL-encoded, or absolute) relative to the table root."""
+    if "://" in path:
+        return path[len(location) + 1:] if path.startswith(location + "/") else path
+    return unquote(path)
+
+
+def _files_of(location: str, add: dict[str, Any]) -> list[str]:
+    """The files an ``add`` needs, relative to the table: its data file and its deletion vector's file."""
+    out = [_relative(location, add["path"])]
+    dv = add.get("deletionVector") or {}
+    dv_file = deletion_vector_file(dv.get("storageType"), dv.get("pathOrInlineDv")) if dv else None
+    if dv_file is not None:
+        out.append(dv_file if dv.get("storageType") == "u" else _relative(location, dv_file))
+    return out
+
+
+async def _version_time(backend: StorageBackend, location: str, v: int, actions: list[dict[str, Any]]) -> int:
+    """When version ``v`` was committed: its inCommitTimestamp, else commitInfo.timestamp, else the file's mtime."""
+    for a in actions:
+        ci = a.get("commitInfo")
+        if ci:
+            for key in ("inCommitTimestamp", "timestamp"):
+                if ci.get(key) is not None:
+                    return int(ci[key])
+    return (await backend.info(delta_file(location, v))).modification_time
+
+
+@dataclass
+class _Log:
+    """A table's published log as vacuum needs it: where replay starts and every version after it."""
+
+    start: int  # a checkpoint's version, or -1 (replay from version 0)
+    start_state: TableState
+    versions: list[tuple[int, int, list[dict[str, Any]]]]  # (version, commit time ms, actions)
+    pending: set[str]  # files of ratified commits not yet published
+    latest: int
+
+    @property
+    def properties(self) -> dict[str, str]:
+        state = TableState(metadata=self.start_state.metadata)
+        for v, _, actions in self.versions:
+            state.apply(v, [a for a in actions if "metaData" in a])
+        return state.properties
+
+    def referenced(self, location: str, horizon_ms: int) -> tuple[set[str], int]:
+        """The files that a version from the newest one committed at or before ``horizon_ms`` onward needs,
+        and that version (versions older than it need not stay readable)."""
+        state = TableState(protocol=self.start_state.protocol, metadata=self.start_state.metadata,
+                         adds=dict(self.start_state.adds))
+        oldest = max(self.start, 0)
+        keep = {f for a in state.adds.values() for f in _files_of(location, a)}
+        for v, when, actions in self.versions:
+            state.apply(v, actions)
+            if when <= horizon_ms:
+                oldest = v
+                keep = {f for a in state.adds.values() for f in _files_of(location, a)}
+            else:
+                keep.update(f for a in actions if "add" in a for f in _files_of(location, a["add"]))
+        return keep | self.pending, oldest
+
+
+async def _read_log(store: OwnershipStore, backend: StorageBackend, t: TableRow) -> _Log:
+    """Read the published log once, from the oldest point it is complete from: version 0, or a checkpoint
+    followed by every later ``<v>.json`` (a table whose early commits are gone). Raises InvalidArgumentError."""
+    names = await backend.list_names(log_dir(t.location))
+    top = t.latest_backfilled_version
+    deltas = {v for v in map(parse_delta_file, names) if v is not None and v <= top}
+    checkpoints = complete_checkpoints(names)
+    starts = [-1] if 0 in deltas else []
+    starts += sorted(v for v in checkpoints if v <= top)
+    start = next((c for c in starts if all(v in deltas for v in range(c + 1, top + 1))), None)
+    if start is None:
+        raise InvalidArgumentError(f"{t.location}: the published log is incomplete (no version 0 nor checkpoint "
+                                   f"from which every <v>.json up to {top} is present); nothing deleted")
+    state = TableState()
+    if start >= 0:
+        parts = [await backend.read(f"{log_dir(t.location)}/{n}") for n in checkpoints[start]]
+        state.apply(start, read_checkpoint_parts(parts))
+    versions = []
+    for v in range(start + 1, top + 1):
+        actions = parse_actions(await backend.read(delta_file(t.location, v)))
+        versions.append((v, await _version_time(backend, t.location, v, actions), actions))
+    pending: set[str] = set()
+    latest = top
+    for row in await store.unbackfilled(t.table_id):  # ratified, not yet published: their files stay
+        actions = parse_actions(await backend.read(staged_file(t.location, t.commit_dir, row.file_name)))
+        pending.update(f for a in actions if "add" in a for f in _files_of(t.location, a["add"]))
+        latest = max(latest, row.version)
+    return _Log(start=start, start_state=state, versions=versions, pending=pending, latest=latest)
+
+
+def _hidden(rel: str) -> bool:
+    """Paths vacuum never touches: the log, and any folder or file starting with ``_`` or ``.`` (Delta's rule)."""
+    parts = rel.split("/")
+    return parts[0] == LOG_DIR or any(p.startswith(("_", ".")) for p in parts)
+
+
+def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry_run: bool, force: bool,
+               metrics_file: str | None = None) -> dict[str, Any]:
+    """List (dry run) or delete the data files of ``ref`` that no version inside the retention window references
+    and that are older than the retention. Raises InvalidArgumentError (refused, nothing deleted),
+    TableNotFoundError, UnavailableError."""
+
+    async def go() -> dict[str, Any]:
+        async with _open(settings) as (store, storage):
+            t = await _resolve(store, ref)
+            if t.status in ("FENCED", "RELEASED"):
+                raise InvalidArgumentError(f"{t.location} is {t.status}: its log is not (or no longer) the owner's; "
+                                           "nothing deleted")
+            backend = storage.for_uri(t.location)
+            try:
+                rep = await _vacuum(store, backend, t, retention, dry_run, force)
+            except OSError as e:
+                raise UnavailableError(f"log storage unavailable while vacuuming {t.location}: "
+                                       f"{type(e).__name__}: {e}") from e
+            if metrics_file:
+                from coordinator.metrics import MaintenanceMetrics
+
+                metrics = MaintenanceMetrics()
+                if not dry_run:
+                    metrics.vacuum_files.inc(rep.deleted)
+                    metrics.vacuum_bytes.inc(sum(f["size"] for f in rep.files))
+                metrics.write(metrics_file)
+            return rep.to_json()
+
+    return asyncio.run(go())
+
+
+async def _vacuum(store: OwnershipStore, backend: StorageBackend, t: TableRow, retention: str | None, dry_run: bool,
+                  force: bool) -> VacuumReport:
+    now = _now_ms()
+    log_ = await _read_log(store, backend, t)
+    table_min_text = log_.properties.get(DELETED_FILE_RETENTION, DEFAULT_DELETED_FILE_RETENTION)
+    table_min = parse_duration(table_min_text, f"table property {DELETED_FILE_RETENTION}")
+    seconds = table_min if retention is None else parse_duration(retention, "--retention")
+    if seconds < table_min and not force:
+        raise InvalidArgumentError(f"--retention {retention} is shorter than the table's {DELETED_FILE_RETENTION} "
+                                   f"({table_min_text}): time travel and running readers could lose files; pass "
+                                   "--force to do it anyway; nothing deleted")
+    horizon = now - int(seconds * 1000)
+    keep, oldest = log_.referenced(t.location, horizon)
+    latest = log_.latest
+    rep = VacuumReport(location=t.location, retention_seconds=seconds, oldest_kept_version=oldest,
+                       latest_version=latest, dry_run=dry_run)
+    for f in sorted(await backend.walk(t.location), key=lambda f: f.path):
+        rel = f.path[len(t.location) + 1:]
+        if _hidden(rel) or rel in keep or f.modification_time > horizon:
+            continue
+        rep.files.append({"path": rel, "size": f.size, "modificationTime": f.modification_time})
+    if not dry_run:
+        for item in rep.files:
+            await backend.delete(f"{t.location}/{item['path']}")
+            rep.deleted += 1
+        if t.location.startswith("file://"):
+            _remove_empty_dirs(t.location, [i["path"] for i in rep.files])
+    return rep
+
+
+def _remove_empty_dirs(location: str, removed: list[str]) -> None:
+    """Local tables: the folders (e.g. ``batch-*/``) that vacuum emptied go too; object stores have no folders."""
+    import os
+
+    from client.layout import local_path
+
+    root = local_path(location)
+    dirs = {os.path.dirname(p) for p in removed if "/" in p}
+    for d in sorted(dirs, key=lambda d: -d.count("/")):
+        path = os.path.join(root, d)
+        while path != root:
+            try:
+                os.rmdir(path)  # only succeeds when empty
+            except OSError:
+                break
+            path = os.path.dirname(path)

@@ -1,0 +1,1 @@
+"""Who may do what: bearer tokens and their scopes, allowed roots."""

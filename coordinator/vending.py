@@ -1,0 +1,148 @@
+"""Credential vending: short-lived storage credentials that open one table's prefix (docs/security.md).
+
+The facade's ``POST /temporary-table-credentials`` and ``/temporary-path-credentials`` land here once the
+handler has checked the caller's token. For S3 the owner calls STS ``AssumeRole`` on ``vend_role_arn``
+with an inline session policy built by :func:`session_policy`; AWS grants the intersection of the role's
+own policies and that document, so the role may be broad and the credentials still open one prefix.
+A ``file://`` location has no secret to vend: the reply carries ``expiration_time`` and ``url`` only,
+as Unity Catalog OSS answers.
+
+What a write credential never opens: the files the owner alone writes below ``_delta_log`` (every
+versioned file, the checkpoint hint, sidecars, the ``/api/v1`` commit folder). A writer stages its
+commits in ``_delta_log/_staged_commits/`` and the owner ratifies and publishes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import logging
+import time
+from typing import Any, Literal
+
+from client.errors import InvalidArgumentError, UnavailableError
+from client.layout import (
+    COMMITS_DIR,
+    LAST_CHECKPOINT,
+    LOG_DIR,
+    SIDECARS_DIR,
+    VERSIONED_NAME_START,
+    is_local,
+    normalize_location,
+)
+
+from .settings import Settings
+
+log = logging.getLogger("commit_owner.vending")
+
+Access = Literal["read", "write", "create"]
+# Unity Catalog's operation names -> what the credential may do, and the token action it needs.
+TABLE_OPERATIONS: dict[str, tuple[Access, str]] = {"READ": ("read", "read"), "READ_WRITE": ("write", "commit")}
+PATH_OPERATIONS: dict[str, tuple[Access, str]] = {"PATH_READ": ("read", "read"),
+                                                  "PATH_READ_WRITE": ("write", "commit"),
+                                                  "PATH_CREATE_TABLE": ("create", "admin")}
+# STS refuses a packed session policy above 2048 characters.
+POLICY_LIMIT = 2048
+
+
+def owner_only_keys(key: str) -> list[str]:
+    """The key patterns below a table's ``_delta_log`` that no vended credential may write or delete."""
+    log_prefix = f"{key}/{LOG_DIR}/"
+    return [log_prefix + VERSIONED_NAME_START + "*", log_prefix + LAST_CHECKPOINT,
+            log_prefix + SIDECARS_DIR + "/*", log_prefix + COMMITS_DIR + "/*"]
+
+
+def split_s3(location: str) -> tuple[str, str]:
+    """``(bucket, key prefix)`` of a canonical ``s3://bucket/prefix`` location."""
+    rest = location[len("s3://"):]
+    bucket, _, key = rest.partition("/")
+    return bucket, key
+
+
+def session_policy(location: str, access: Access, partition: str = "aws") -> dict[str, Any]:
+    """The inline session policy of a credential for ``location`` (canonical ``s3://``).
+
+    read: ``s3:GetObject`` below the prefix and ``s3:ListBucket`` on the bucket conditioned on the prefix.
+    write: also ``s3:PutObject`` / ``s3:DeleteObject`` below the prefix, with an explicit Deny on the
+    owner's files below ``_delta_log`` (:func:`owner_only_keys`); ``_staged_commits/`` stays open.
+    create (a path where no table is registered yet, version 0 included): read and write, no Deny.
+    """
+    bucket, key = split_s3(location)
+    objects = f"arn:{partition}:s3:::{bucket}/{key}/*"
+    statements: list[dict[str, Any]] = [
+        {"Sid": "ReadObjects", "Effect": "Allow", "Action": ["s3:GetObject"], "Resource": [objects]},
+        {"Sid": "ListPrefix", "Effect": "Allow", "Action": ["s3:ListBucket"],
+         "Resource": [f"arn:{partition}:s3:::{bucket}"],
+         "Condition": {"StringLike": {"s3:prefix": [key, f"{key}/*"]}}},
+    ]
+    if access in ("write", "create"):
+        statements.append({"Sid": "WriteObjects", "Effect": "Allow", "Action": ["s3:PutObject", "s3:DeleteObject"],
+                           "Resource": [objects]})
+    if access == "write":
+        statements.append({"Sid": "OwnerLogFiles", "Effect": "Deny", "Action": ["s3:PutObject", "s3:DeleteObject"],
+                           "Resource": [f"arn:{partition}:s3:::{bucket}/{p}" for p in owner_only_keys(key)]})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def packed(policy: dict[str, Any]) -> str:
+    return json.dumps(policy, separators=(",", ":"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Vended:
+    url: str
+    expiration_ms: int
+    aws: dict[str, str] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"expiration_time": self.expiration_ms, "url": self.url}
+        if self.aws is not None:
+            out["aws_temp_credentials"] = self.aws
+        return out
+
+
+class CredentialVendor:
+    """Issues credentials for a location the caller is already allowed to touch (the handler checked)."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self._sts: Any = None
+
+    def _client(self) -> Any:
+        if self._sts is None:
+            import boto3
+
+            s = self.settings
+            self._sts = boto3.client(
+                "sts", endpoint_url=s.sts_endpoint_url or s.s3_endpoint_url or None, region_name=s.s3_region,
+                aws_access_key_id=s.s3_access_key_id or None, aws_secret_access_key=s.s3_secret_access_key or None)
+        return self._sts
+
+    async def vend(self, location: str, access: Access, *, session_name: str) -> Vended:
+        """Credentials for ``location``. Raises InvalidArgumentError when S3 vending is not configured,
+        UnavailableError when STS fails."""
+        location = normalize_location(location)
+        duration = self.settings.vend_duration_seconds
+        if is_local(location):
+            return Vended(location, int((time.time() + duration) * 1000))
+        if not self.settings.vend_role_arn:
+            raise InvalidArgumentError(
+                "this owner vends no S3 credentials: set vend_role_arn (--vend-role-arn / "
+                "COMMIT_OWNER_VEND_ROLE_ARN) to a role the owner may assume")
+        policy = packed(session_policy(location, access))
+        if len(policy) > POLICY_LIMIT:
+            raise InvalidArgumentError(f"the session policy for {location[:200]} is {len(policy)} characters, "
+                                       f"above STS's {POLICY_LIMIT}: the location is too long")
+        try:
+            reply = await asyncio.to_thread(
+                self._client().assume_role, RoleArn=self.settings.vend_role_arn, RoleSessionName=session_name,
+                Policy=policy, DurationSeconds=duration)
+        except Exception as e:  # noqa: BLE001  (botocore's errors: no common base worth naming)
+            log.warning("STS AssumeRole on %s failed: %s", self.settings.vend_role_arn, type(e).__name__)
+            raise UnavailableError(f"STS refused or failed to vend credentials ({type(e).__name__}); see the "
+                                   "owner's log") from None
+        c = reply["Credentials"]
+        return Vended(location, int(c["Expiration"].timestamp() * 1000),
+                      {"access_key_id": c["AccessKeyId"], "secret_access_key": c["SecretAccessKey"],
+                       "session_token": c["SessionToken"]})

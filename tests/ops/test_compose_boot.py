@@ -1,0 +1,200 @@
+"""docker-compose.yml's owner boots, as written, without Docker.
+
+The owner service's exact argv (the compose `entrypoint` and `command`, falling back to the Dockerfile's
+ENTRYPOINT and CMD as Docker does) runs with its exact environment (the Dockerfile's ENV, then the
+compose `environment`, `${VAR:-default}` interpolated from the test's own variables, as compose does). What
+cannot exist here is stood in for, and only that:
+
+* `postgres:5432` -> a fresh database on the local PostgreSQL (COMMIT_OWNER_DATABASE_URL);
+* `minio:9000` -> a moto S3 server on 127.0.0.1 (COMMIT_OWNER_S3_ENDPOINT_URL), with the bucket that the
+  `create-bucket` service makes;
+* `0.0.0.0:8080` -> 127.0.0.1 and a free port (COMMIT_OWNER_HOST/PORT; machines here bind loopback only);
+* `commit-owner` is the one in this virtualenv (PATH), the image's working directory a temporary one.
+
+Then it commits to `s3://warehouse/...` with the bootstrap admin token and reads the table with delta-rs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import MotoServer
+from tests.support import ROOT, free_port, wait_http
+
+
+def dockerfile() -> tuple[dict[str, str], list[str], list[str]]:
+    """(ENV, ENTRYPOINT, CMD) of the final stage of the Dockerfile."""
+    text = (ROOT / "Dockerfile").read_text().replace("\\\n", " ")
+    final = text[text.rindex("\nFROM "):]
+    env: dict[str, str] = {}
+    entrypoint: list[str] = []
+    cmd: list[str] = []
+    for line in final.splitlines():
+        word, _, rest = line.strip().partition(" ")
+        if word == "ENV":
+            for item in shlex.split(rest):
+                key, _, value = item.partition("=")
+                env[key] = value
+        elif word == "ENTRYPOINT":
+            entrypoint = json.loads(rest)
+        elif word == "CMD":
+            cmd = json.loads(rest)
+    return env, entrypoint, cmd
+
+
+def interpolate(value: str, variables: dict[str, str]) -> str:
+    """Compose's `${VAR}`, `${VAR:-default}` and `${VAR:?message}`."""
+
+    def one(m: re.Match[str]) -> str:
+        name, op, arg = m.group(1), m.group(2), m.group(3) or ""
+        got = variables.get(name, "")
+        if op == ":?" and not got:
+            raise AssertionError(f"compose would refuse to start: {name} {arg}")
+        return got or (arg if op == ":-" else "")
+
+    return re.sub(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}", one, value)
+
+
+def owner_process(variables: dict[str, str]) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """argv and environment of the compose owner service, exactly as written (no stand-ins yet)."""
+    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+    owner = compose["services"]["owner"]
+    env, entrypoint, cmd = dockerfile()
+    if "entrypoint" in owner:  # compose's entrypoint replaces the image's, and drops the image's CMD
+        entrypoint, cmd = owner["entrypoint"], []
+    if "command" in owner:
+        cmd = owner["command"] if isinstance(owner["command"], list) else shlex.split(owner["command"])
+    environment = owner.get("environment") or {}
+    if isinstance(environment, list):
+        environment = dict(item.split("=", 1) for item in environment)
+    env.update({k: interpolate(str(v), variables) for k, v in environment.items()})
+    return [*entrypoint, *cmd], env, owner
+
+
+@pytest.fixture
+def moto_minio(tmp_path: Path) -> Iterator[MotoServer]:
+    server = MotoServer(tmp_path)
+    server.start()
+    yield server
+    server.stop()
+
+
+def test_the_compose_owner_without_an_admin_token_exits_with_a_clear_message(
+        pg_database_factory: Any, moto_minio: MotoServer, tmp_path: Path) -> None:
+    argv, env, _ = owner_process({})
+    env.update(COMMIT_OWNER_DATABASE_URL=pg_database_factory(), COMMIT_OWNER_S3_ENDPOINT_URL=moto_minio.endpoint,
+               COMMIT_OWNER_HOST="127.0.0.1", COMMIT_OWNER_PORT=str(free_port()),
+               PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    res = subprocess.run(argv, env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2
+    assert "environment variable OWNER_ADMIN_TOKEN does not hold a token" in res.stderr
+    assert "it is empty or unset" in res.stderr
+
+
+def test_the_compose_owner_boots_with_tokens_and_takes_commits_on_s3_warehouse(
+        pg_database_factory: Any, moto_minio: MotoServer, tmp_path: Path) -> None:
+    import boto3
+
+    from client import CommitOwnerClient
+    from client.errors import UnauthenticatedError
+    from coordinator.security.tokens import new_token
+    from tests.support import ID_SCHEMA, next_ict
+
+    token = new_token()[2]
+    argv, env, owner = owner_process({"OWNER_ADMIN_TOKEN": token})
+    assert env["COMMIT_OWNER_AUTH"] == "tokens"
+    assert "s3://warehouse/" in env["COMMIT_OWNER_ALLOW_LOCATION"].split(",")
+    assert env["COMMIT_OWNER_HOST"] == "0.0.0.0"
+    for baked in ("docker-compose.yml", "Dockerfile"):  # no default secret in the image or the compose file
+        assert "dco_" not in (ROOT / baked).read_text()
+
+    # the stand-ins
+    port = free_port()
+    minio_key, minio_secret = env["COMMIT_OWNER_S3_ACCESS_KEY_ID"], env["COMMIT_OWNER_S3_SECRET_ACCESS_KEY"]
+    boto3.client("s3", endpoint_url=moto_minio.endpoint, aws_access_key_id=minio_key,
+                 aws_secret_access_key=minio_secret, region_name=env["COMMIT_OWNER_S3_REGION"]
+                 ).create_bucket(Bucket="warehouse")
+    env.update(COMMIT_OWNER_DATABASE_URL=pg_database_factory(), COMMIT_OWNER_S3_ENDPOINT_URL=moto_minio.endpoint,
+               COMMIT_OWNER_HOST="127.0.0.1", COMMIT_OWNER_PORT=str(port),
+               PATH=f"{Path(sys.executable).parent}:{os.environ['PATH']}")
+    log_path = tmp_path / "owner.log"
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, env=env, cwd=str(tmp_path), stdout=log, stderr=subprocess.STDOUT)
+    endpoint = f"http://127.0.0.1:{port}"
+    try:
+        try:
+            wait_http(endpoint + "/readyz", timeout=60, proc=proc)
+        except Exception as e:
+            raise AssertionError(log_path.read_text()[-3000:]) from e
+        # the compose health check, on the stand-in port
+        check = [sys.executable if w == "python" else w.replace(":8080/", f":{port}/")
+                 for w in owner["healthcheck"]["test"][1:]]
+        assert subprocess.run(check, timeout=30).returncode == 0
+
+        with pytest.raises(UnauthenticatedError):
+            CommitOwnerClient(endpoint, deadline=10).list_tables()
+        client = CommitOwnerClient(endpoint, token=token, deadline=30)
+        options = {"key": minio_key, "secret": minio_secret,
+                   "client_kwargs": {"endpoint_url": moto_minio.endpoint, "region_name": "us-east-1"}}
+        # `docker compose exec owner commit-owner tables create ...`: the container's environment and the token
+        created = subprocess.run(
+            ["commit-owner", "tables", "create", "--location", "s3://warehouse/compose/t1", "--schema",
+             json.dumps(ID_SCHEMA), "--endpoint", endpoint], env={**env, "COMMIT_OWNER_TOKEN": token},
+            cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+        assert created.returncode == 0, created.stderr
+        table = client.get_table(location="s3://warehouse/compose/t1")
+        import io
+
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        import s3fs
+
+        buf = io.BytesIO()
+        pq.write_table(pa.table({"id": pa.array([1, 2, 3], pa.int64())}), buf)
+        s3fs.S3FileSystem(**options, skip_instance_cache=True).pipe_file("warehouse/compose/t1/part-0.parquet",
+                                                                         buf.getvalue())
+        ict = next_ict()
+        client.commit(table.table_id, 1, [
+            {"commitInfo": {"inCommitTimestamp": ict, "operation": "WRITE"}},
+            {"add": {"path": "part-0.parquet", "partitionValues": {}, "size": len(buf.getvalue()),
+                     "modificationTime": ict, "dataChange": True}}])
+        client.backfill_to_version(table.table_id, 1)
+
+        import deltalake
+
+        dt = deltalake.DeltaTable("s3://warehouse/compose/t1", storage_options={
+            "AWS_ENDPOINT_URL": moto_minio.endpoint, "AWS_ACCESS_KEY_ID": minio_key,
+            "AWS_SECRET_ACCESS_KEY": minio_secret, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
+        assert dt.version() == 1
+        assert sorted(dt.to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3]
+    finally:
+        proc.send_signal(signal.SIGTERM)  # the compose stop signal, through `exec` to the owner itself
+        code = proc.wait(30)
+    assert code == 0, log_path.read_text()[-3000:]
+    text = log_path.read_text()
+    assert token.rsplit("_", 1)[1] not in text  # the secret never reaches the log
+    assert "imported" in text
+
+    # a restart (restart: unless-stopped) runs the same command over the same database: the import is a no-op
+    with open(log_path, "wb") as log:
+        again = subprocess.Popen(argv, env=env, cwd=str(tmp_path), stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_http(endpoint + "/readyz", timeout=60, proc=again)
+        assert CommitOwnerClient(endpoint, token=token, deadline=10).list_tables()[0].location == table.location
+    finally:
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(30) == 0
+    assert "already present" in log_path.read_text()
+

@@ -1,0 +1,42 @@
+"""Migration 0003 on both databases: a store at 0002 with tables upgrades with its rows intact (unnamed
+tables), and downgrades back to 0002."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+
+from coordinator.store import migrate
+from coordinator.store.engine import sync_url
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_0003_adds_names_beside_existing_tables_and_downgrades(db: str, tmp_path, request) -> None:  # type: ignore[no-untyped-def]
+    url = (f"sqlite+aiosqlite:///{tmp_path}/m.db" if db == "sqlite"
+           else request.getfixturevalue("pg_database_factory")())
+    migrate(url, revision="0002")
+    engine = create_engine(sync_url(url))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO owned_tables (table_id, location, commit_dir, base_version, latest_version, "
+                "latest_backfilled_version, accepting, status, created_at, updated_at) VALUES "
+                "('00000000-0000-0000-0000-000000000001', 'file:///wh/t', '_commits', 0, 3, 3, true, 'ACTIVE', 1, 1)"))
+        migrate(url)
+        names = set(inspect(engine).get_table_names())
+        assert {"catalogs", "schemas", "table_names", "staging_tables"} <= names
+        with engine.connect() as conn:
+            rows = conn.execute(text(
+                "SELECT o.table_id, n.name FROM owned_tables o LEFT JOIN table_names n ON n.table_id = o.table_id"
+            )).all()
+        assert [tuple(r) for r in rows] == [("00000000-0000-0000-0000-000000000001", None)]
+        from alembic import command
+
+        from coordinator.store.engine import _alembic_config
+
+        command.downgrade(_alembic_config(url), "0002")
+        assert not {"catalogs", "schemas", "table_names", "staging_tables"} & set(inspect(engine).get_table_names())
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM owned_tables")).scalar() == 1
+    finally:
+        engine.dispose()
