@@ -80,4 +80,5 @@ def test_the_readme_tour_leaves_a_table_delta_rs_reads(tmp_path: Path) -> None:
     assert dt.version() == 1
     assert sorted(dt.to_pyarrow_table().column("id").to_pylist()) == [1, 2, 3]
     shown = outputs[-1]
+    assert sorted(re.findall(r"^\| (\d+) +\|$", shown, re.M)) == ["1", "2", "3"], shown  # delta-rs's printed rows
     assert "latestTableVersion       1" in shown and "latestBackfilledVersion  1" in shown
