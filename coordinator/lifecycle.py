@@ -20,7 +20,7 @@ from client.errors import (
     UnavailableError,
     VersionMismatchError,
 )
-from client.layout import delta_file, log_dir, parse_versioned_file
+from client.layout import delta_file, log_dir, parse_delta_file, parse_versioned_file
 
 from .storage import StorageBackend
 
@@ -83,6 +83,26 @@ async def first_commit_names(storage: StorageBackend, location: str, version: in
                 return False
             return ref is not None and ref.table_id == table_id
     return False
+
+
+async def log_used_as_owned(storage: StorageBackend, location: str, base_version: int, latest_backfilled: int,
+                            table_id: str) -> bool:
+    """Whether readers use the log at ``location`` as owned by table ``table_id``: ``<base>.json`` names it, or a
+    ``<v>.json`` with ``base < v <= latest_backfilled`` is published (only the owner's backfiller publishes
+    those). The second proof stands when log cleanup removed ``<base>.json``: cleanup only removes files
+    below a checkpoint ``c <= latest_backfilled``, and ``<c>.json`` stays (docs/decisions.md, "Log cleanup").
+
+    Raises UnavailableError when storage cannot be read.
+    """
+    if await first_commit_names(storage, location, base_version, table_id):
+        return True
+    if latest_backfilled <= base_version:
+        return False
+    try:
+        names = await storage.list_names(log_dir(location))
+    except OSError as e:
+        raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
+    return any(base_version < v <= latest_backfilled for v in map(parse_delta_file, names) if v is not None)
 
 
 async def clear_dead_proposal(store: OwnershipStore, storage: StorageBackend, location: str) -> bool:
