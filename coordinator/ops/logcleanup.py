@@ -14,8 +14,9 @@ inside the retention readable:
   than the retention. Never ``_last_checkpoint``, the newest checkpoint, any version ``>= c``, anything
   unpublished. Commit rows in the database stay (audit).
 * Deleted oldest version first (per version: staged file, ``<v>.json``, then its checkpoint), so a crash
-  midway leaves a contiguous log from some version up to the boundary: every version a reader could
-  open before the crash from the remaining files still opens.
+  midway leaves the boundary checkpoint, every version after it and ``_last_checkpoint`` in place: the
+  table and its retention window open as before. Only expired versions below the boundary may be left
+  unopenable (e.g. ``<11..19>.json`` without checkpoint 10); the next pass removes them.
 
 The ownership proof (``<base>.json`` naming the owner) is discussed in docs/decisions.md ("Log cleanup").
 """

@@ -238,3 +238,39 @@ def test_cleanup_on_s3(pg_s3_service: Any) -> None:
     assert _ids(delta_rs_table(b, loc, version=12)) == list(range(1, 13))
     assert load_snapshot(loc, ask_owner=False, storage_options=options).version == 15
     assert load_snapshot(loc, 11, ask_owner=False, storage_options=options).version == 11
+
+
+def test_sigkill_mid_cleanup_leaves_the_table_readable_and_the_next_pass_finishes(owner_service: Any,
+                                                                                  table25) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.support import ROOT
+
+    path, _, _ = table25
+    b = owner_service.backend
+    names = _log_files(path)
+    _age(path, _of_versions(names, range(0, 15)), 40 * DAY)
+    expect = _of_versions(names, range(0, 10))
+    # TEST ONLY fault injection: deleting <5>.json waits 30 s, so the process is killed in the middle of the
+    # cleanup, with versions 0..4 (and the staged commit of 5) deleted.
+    e = {**os.environ, **b.env(), "COMMIT_OWNER_FAULT_INJECTION": f"latency_ms=30000;match=/{delta_file_name(5)}"}
+    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "maintain", path], cwd=str(ROOT), env=e,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while _of_versions(_log_files(path), range(5, 6)) != {delta_file_name(5)}:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    left = _log_files(path)
+    assert left == names - _of_versions(names, range(0, 5)) - (_of_versions(names, range(5, 6)) - {delta_file_name(5)})
+    assert _ids(DeltaTable(path)) == _expected_ids() and load_snapshot(path, ask_owner=False).version == 25
+    assert _ids(DeltaTable(path, version=14)) == sorted([1200, 13, 14])
+    assert load_snapshot(path, 10, ask_owner=False).version == 10
+    r = _cli(b, "maintain", path, "--json")
+    assert r.returncode == 0, r.stderr
+    assert _log_files(path) == names - expect
