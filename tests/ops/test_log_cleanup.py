@@ -35,7 +35,8 @@ def _log(path: str) -> str:
 
 def _log_files(path: str) -> set[str]:
     """Every file below ``_delta_log`` relative to it (``_commits/<v>.<uuid>.json`` for staged ones)."""
-    return set(tree(_log(path)))
+    root = _log(path)
+    return {os.path.relpath(os.path.join(d, f), root) for d, _, files in os.walk(root) for f in files}
 
 
 def _of_versions(names: set[str], versions: range) -> set[str]:
