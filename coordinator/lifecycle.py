@@ -85,6 +85,29 @@ async def first_commit_names(storage: StorageBackend, location: str, version: in
     return False
 
 
+async def log_used_as_owned(storage: StorageBackend, location: str, base_version: int, latest_backfilled: int,
+                            table_id: str) -> bool:
+    """Whether readers use the log at ``location`` as owned by table ``table_id``: ``<base>.json`` names it, or
+    (once log cleanup removed ``<base>.json``) a complete checkpoint of a version ``base < c <= latest_backfilled``
+    is published: cleanup only removes files below such a checkpoint and never the checkpoint, and one is
+    only ever written by replaying the log from ``<base>.json`` on, so a log whose ``<base>.json`` was never
+    written has none (docs/decisions.md, "Log cleanup").
+
+    Raises UnavailableError when storage cannot be read.
+    """
+    from client.snapshot import complete_checkpoints
+
+    if await first_commit_names(storage, location, base_version, table_id):
+        return True
+    if latest_backfilled <= base_version:
+        return False
+    try:
+        names = await storage.list_names(log_dir(location))
+    except OSError as e:
+        raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
+    return any(base_version < v <= latest_backfilled for v in complete_checkpoints(names))
+
+
 async def clear_dead_proposal(store: OwnershipStore, storage: StorageBackend, location: str) -> bool:
     """Forget the registration holding ``location`` if its first commit can never land. Returns whether it did.
 

@@ -174,6 +174,9 @@ class MaintenanceMetrics:
                                     ["table_id"], registry=r)
         self.checkpoint_lag_max = Gauge("commit_owner_checkpoint_lag_versions_max",
                                         "The largest checkpoint lag of any table (last pass).", registry=r)
+        self.log_files_removed = Counter("commit_owner_log_cleanup_deleted_files",
+                                         "Expired _delta_log files (commits, checkpoints, staged commits) the log "
+                                         "cleanup deleted.", registry=r)
         self.vacuum_files = Counter("commit_owner_vacuum_deleted_files", "Data files vacuum deleted.", registry=r)
         self.vacuum_bytes = Counter("commit_owner_vacuum_freed_bytes", "Bytes of the data files vacuum deleted.",
                                     registry=r)

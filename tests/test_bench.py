@@ -85,7 +85,13 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
         row = _row(report, prefix, "floor" if prefix.startswith("0.") else "owner")
         assert row["ops"] > 0 and row["p50_ms"] > 0, row
     assert _row(report, "3. 8 tables", "delta-rs")["ops"] > 0
-    assert len(report["targets"]) == 7 and all(isinstance(t["met"], bool) for t in report["targets"])
+    for reader in ("delta-rs", "snapshot"):  # scenario 7: the smoke's table has 30 versions
+        for prefix in ("7. open at v10, no checkpoints", "7. open at v30, no checkpoints",
+                       "7. open at v10, checkpoints", "7. open at v30, checkpoints"):
+            assert _row(report, prefix, reader)["ops"] == 3
+        assert report["openRatios"][reader]["checkpoints"] > 0
+    assert any(t["target"] == "delta-rs open v30 / v10, checkpoints" for t in report["targets"])
+    assert len(report["targets"]) == 7 + 2 and all(isinstance(t["met"], bool) for t in report["targets"])
     assert report["growth"]["commit_rows_total"] >= 200 * 20
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

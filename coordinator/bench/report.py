@@ -44,10 +44,23 @@ def markdown(report: dict[str, Any]) -> str:
               "| target | measured | rule | met |", "|---|---:|---|---|"]
     for t in report["targets"]:
         lines.append(f"| {t['target']} | {_cell(t['measured'])} | {t['rule']} | {'met' if t['met'] else 'NOT met'} |")
+    lines += _open_ratios(report)
     c = report["consistency"]
     lines += ["", f"Consistency: {c['tables']} tables checked, latestTableVersion equal to the acknowledged "
                   f"commits on every one: {'yes' if not c['violations'] else 'NO: ' + '; '.join(c['violations'])}."]
     return "\n".join(lines) + "\n"
+
+
+def _open_ratios(report: dict[str, Any]) -> list[str]:
+    """Scenario 7 side by side: open time at version N over version 10, per reader, without and with checkpoints."""
+    ratios, n = report.get("openRatios") or {}, report["options"].get("open_versions")
+    if not ratios:
+        return []
+    lines = ["", f"Scenario 7, open time at version {n} over version 10 (p50s):", "",
+             "| reader | no checkpoints | checkpoints |", "|---|---:|---:|"]
+    for reader, r in ratios.items():
+        lines.append(f"| {reader} | {_cell(r.get('no checkpoints'))} | {_cell(r.get('checkpoints'))} |")
+    return lines
 
 
 def text(report: dict[str, Any]) -> str:

@@ -33,12 +33,14 @@ class BenchOptions:
     deltars: bool = True
     backfill_batch_size: int = 1
     keep_workdir: bool = False
+    open_versions: int = 1000  # scenario 7 (coordinator/bench/checkpoints.py); 0 skips it
+    open_repeats: int = 15
 
     @classmethod
     def smoke(cls, **kw: Any) -> BenchOptions:
         """Seconds, not minutes: every scenario runs briefly on a small growth."""
         base: dict[str, Any] = dict(duration=1.0, contention=(4, 16), tables=8, readers=2, lag_rate=50.0, growth_tables=200,
-                    growth_rows=20)
+                    growth_rows=20, open_versions=30, open_repeats=3)
         base.update(kw)
         return cls(**base)
 
@@ -172,7 +174,7 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         o = self.opts
-        from . import deltars, floor, growth
+        from . import checkpoints, deltars, floor, growth
 
         try:  # the bench's own client shares the machine: give it the cheaper loop too
             import uvloop
@@ -198,6 +200,10 @@ class Bench:
             asyncio.run(self._owner_writers(f"3. {o.tables} tables, {o.tables} writers", self._new_tables(o.tables), 1,
                                             readers=o.readers))
             asyncio.run(self._lag())
+            if o.open_versions:
+                self.say(f"  scenario 7: a {o.open_versions}-version table, opened without and with checkpoints ...")
+                for name, reader, sample in checkpoints.run(self.env, o.open_versions, o.open_repeats):
+                    self._record(name, reader, sample)
             if o.deltars:
                 self._record("1. one table, 1 writer", "delta-rs",
                              deltars.run_deltars(self.env, deltars.create_tables(self.env, 1), 1, o.duration))
@@ -222,7 +228,9 @@ class Bench:
             "seconds": round(time.time() - started, 1),
             "results": self.results,
             "growth": grown,
-            "targets": targets(self.results, before, after, o),
+            "targets": targets(self.results, before, after, o)
+            + (checkpoints.targets(self.results, o.open_versions) if o.open_versions else []),
+            "openRatios": checkpoints.ratios(self.results, o.open_versions) if o.open_versions else {},
             "consistency": {"tables": len(self.checks), "violations": bad},
         }
         if bad:

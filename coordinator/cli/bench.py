@@ -23,6 +23,8 @@ import click
 @click.option("--lag-rate", type=float, default=None, help="Commits/s of the backfill-lag scenario [100].")
 @click.option("--growth-tables", type=int, default=None, help="Tables added by scenario 6 [10000].")
 @click.option("--growth-rows", type=int, default=None, help="Commit rows per added table [100].")
+@click.option("--open-versions", type=int, default=None,
+              help="Versions of scenario 7's table (open time with and without checkpoints) [1000; smoke 30; 0 skips].")
 @click.option("--backfill-batch-size", type=int, default=1, show_default=True, help="The service's backfill trigger.")
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--keep-workdir", is_flag=True, help="Keep the tables, database file and service log.")
@@ -31,7 +33,7 @@ import click
 @click.option("--markdown", "md_path", default=None, help="Write the markdown table here.")
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
-          backfill_batch_size: int, no_deltars: bool, keep_workdir: bool, json_path: str | None,
+          open_versions: int | None, backfill_batch_size: int, no_deltars: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
     """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
 
@@ -48,6 +50,10 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
             if value <= 0:
                 raise click.BadParameter(f"must be positive, not {value}", param_hint=f"--{name.replace('_', '-')}")
             kw[name] = value
+    if open_versions is not None:
+        if open_versions != 0 and open_versions <= 10:
+            raise click.BadParameter(f"must be 0 (skip) or above 10, not {open_versions}", param_hint="--open-versions")
+        kw["open_versions"] = open_versions
     if contention:
         try:
             kw["contention"] = tuple(int(x) for x in contention.split(",") if x.strip())

@@ -264,14 +264,20 @@ _DIRECT = ("database_url", *_S3, "request_timeout_seconds")
               help="Run again every SECONDS (a maintenance worker); default: one pass, then exit.")
 @click.option("--metrics-file", type=click.Path(dir_okay=False), default=None,
               help="Write the maintenance metrics here (Prometheus text format) after each pass.")
+@click.option("--log-cleanup/--no-log-cleanup", "log_cleanup", default=True, show_default=True,
+              help="After the checkpoints, delete log files older than delta.logRetentionDuration below a checkpoint.")
+@click.option("--log-cleanup-dry-run", is_flag=True, help="List the log files the cleanup would delete; delete none.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_table_options((*_DIRECT, "log_level", "log_format"), api=False)
-def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | None, as_json: bool, config: str | None,
-             **overrides: Any) -> None:
-    """Write the missing checkpoints of owned tables (all of them unless TABLES are named), of published versions.
+def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | None, log_cleanup: bool,
+             log_cleanup_dry_run: bool, as_json: bool, config: str | None, **overrides: Any) -> None:
+    """Write the missing checkpoints of owned tables (all of them unless TABLES are named), of published versions,
+    then clean up their expired log files.
 
     One classic Parquet checkpoint every delta.checkpointInterval versions (default 10), put-if-absent, then
-    _last_checkpoint. Needs pyarrow (pip install 'delta-commit-owner[maintain]').
+    _last_checkpoint. Log cleanup: <v>.json, checkpoints and staged commits older than
+    delta.logRetentionDuration (default 30 days) below the checkpoint that keeps the retention readable.
+    Needs pyarrow (pip install 'delta-commit-owner[maintain]').
     """
     import json
 
@@ -285,7 +291,8 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
                                "pip install 'delta-commit-owner[maintain]'") from None
     settings = load_settings(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
-    out = run_maintain(settings, tables, every=every, metrics_file=metrics_file)
+    out = run_maintain(settings, tables, every=every, metrics_file=metrics_file, cleanup=log_cleanup,
+                       cleanup_dry_run=log_cleanup_dry_run)
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
@@ -293,6 +300,13 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
             click.echo(f"{t['location']}: published through {t['publishedThrough']}, checkpoints written "
                        f"{t['written'] or 'none'}, newest checkpoint {t['lastCheckpoint']}, lag {t['lag']}"
                        + (f" (skipped: {t['skipped']})" if "skipped" in t else ""))
+            c = t.get("logCleanup")
+            if c is not None:
+                verb = "would delete" if c["dryRun"] else "deleted"
+                for f in c["files"]:
+                    click.echo(f"  {verb}: {f['path']} ({f['size']} bytes)")
+                click.echo(f"  log cleanup: {verb} {c['fileCount']} file(s), {c['bytes']} bytes"
+                           + (f"; versions from {c['keptFrom']} stay readable" if c["keptFrom"] is not None else ""))
         for f in out["failures"]:
             click.echo(f"{f['table']}: FAILED: {f['reason']}", err=True)
     sys.exit(1 if out["failures"] else 0)

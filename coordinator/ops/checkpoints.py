@@ -177,6 +177,7 @@ class CheckpointReport:
     last_checkpoint: int | None = None
     published: int = -1
     skipped: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)  # the table's, at ``published``
 
     @property
     def lag(self) -> int:
@@ -231,6 +232,7 @@ async def checkpoint_table(backend: StorageBackend, location: str, published: in
             continue
         if state.v2_checkpoints:
             rep.skipped = "the table has the v2Checkpoint feature: classic checkpoints are not written for it"
+            rep.properties = state.properties
             return rep
         data, size, n_add = checkpoint_bytes(state, min_tombstone_ms=now_ms - state.tombstone_retention_ms)
         (name,) = checkpoint_file_names(v)
@@ -243,6 +245,7 @@ async def checkpoint_table(backend: StorageBackend, location: str, published: in
         rep.last_checkpoint = v
         await _advance_hint(backend, location, {"version": v, "size": size, "sizeInBytes": len(data),
                                                 "numOfAddFiles": n_add})
+    rep.properties = state.properties
     if rep.last_checkpoint is not None:  # e.g. a run killed between the checkpoint and its hint
         hint = await _read_hint(backend, location)
         stale = hint is None or not isinstance(hint.get("version"), int) or hint["version"] < rep.last_checkpoint

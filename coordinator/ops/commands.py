@@ -184,23 +184,25 @@ def forget_table(settings: Settings, ref: str, *, force: bool, confirm: Callable
     """Drop a table's registration (and its commit rows) while no reader can use its log as owned by us.
 
     The log is usable when ``<base>.json`` (version 0 of a created table, r+1 of a taken-over one) is
-    published and names this table id. Then only ``force`` with ``confirm(question)`` answering True
+    published and names this table id, or (once log cleanup removed it) a checkpoint of a version the
+    owner published above it is (coordinator.lifecycle.log_used_as_owned). Then only ``force`` with ``confirm(question)`` answering True
     forgets it. Files in storage are never touched. Raises OwnershipPublishedError (refused, nothing
     changed), TableNotFoundError, UnavailableError.
     """
-    from coordinator.lifecycle import first_commit_names
+    from coordinator.lifecycle import log_used_as_owned
 
     async def go() -> dict[str, Any]:
         async with _open(settings) as (store, storage):
             t = await _resolve(store, ref)
             try:
-                usable = await first_commit_names(storage.for_uri(t.location), t.location, t.base_version,
-                                                  t.table_id)
+                usable = await log_used_as_owned(storage.for_uri(t.location), t.location, t.base_version,
+                                                 t.latest_backfilled_version, t.table_id)
             except OSError as e:
                 raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
             if usable:
-                why = (f"version {t.base_version} of {t.location} is published and names table {t.table_id} "
-                       f"({t.status}, latest version {t.reported_latest}): readers use this log as owned")
+                why = (f"the log of {t.location} is published as owned by table {t.table_id} (version "
+                       f"{t.base_version} names it, or a checkpoint of a later version the owner published; {t.status}, latest "
+                       f"version {t.reported_latest}): readers use this log as owned")
                 if not force:
                     raise OwnershipPublishedError(f"{why}; hand it back with `commit-owner tables release` "
                                                   "or, knowing that, forget it with --force; nothing changed")

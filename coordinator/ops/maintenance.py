@@ -23,6 +23,7 @@ from coordinator.ops.checkpoints import (
     parse_duration,
 )
 from coordinator.ops.commands import _open, _resolve
+from coordinator.ops.logcleanup import CleanupReport
 from coordinator.settings import Settings
 from coordinator.storage import StorageBackend
 from coordinator.store import OwnershipStore, TableRow
@@ -35,15 +36,18 @@ def _now_ms() -> int:
 # -- checkpoints ------------------------------------------------------------------------------------------------
 
 def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: float | None = None,
-                 metrics_file: str | None = None) -> dict[str, Any]:
-    """Checkpoint the given tables (every registered one but FENCED ones when none), once or every ``every``
-    seconds; with ``metrics_file``, the figures are written there after each pass."""
+                 metrics_file: str | None = None, cleanup: bool = True,
+                 cleanup_dry_run: bool = False) -> dict[str, Any]:
+    """Checkpoint the given tables (every registered one but FENCED ones when none), then clean their expired
+    log files (unless not ``cleanup``; only listed with ``cleanup_dry_run``), once or every ``every`` seconds;
+    with ``metrics_file``, the figures are written there after each pass."""
     from coordinator.metrics import MaintenanceMetrics
 
     metrics = MaintenanceMetrics()
 
     async def once() -> dict[str, Any]:
-        out: dict[str, Any] = {"tables": [], "failures": [], "skipped": [], "checkpointsWritten": 0, "maxLag": 0}
+        out: dict[str, Any] = {"tables": [], "failures": [], "skipped": [], "checkpointsWritten": 0, "maxLag": 0,
+                               "logFilesRemoved": 0}
         async with _open(settings) as (store, storage):
             targets = [await _resolve(store, t) for t in tables] if tables else await store.list_tables()
             for t in targets:
@@ -62,7 +66,20 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
                 except OSError as e:
                     out["failures"].append({"table": t.location, "reason": f"log storage: {type(e).__name__}: {e}"})
                     continue
-                out["tables"].append(rep.to_json())
+                row = rep.to_json()
+                out["tables"].append(row)
+                if cleanup and rep.skipped is None:
+                    try:
+                        cleaned = await _clean(storage.for_uri(t.location), t, rep.properties, cleanup_dry_run)
+                    except CommitOwnerError as e:
+                        out["failures"].append({"table": t.location, "reason": f"log cleanup: {e}; no log file deleted"})
+                    except OSError as e:
+                        out["failures"].append({"table": t.location,
+                                                "reason": f"log cleanup: storage: {type(e).__name__}: {e}"})
+                    else:
+                        row["logCleanup"] = cleaned.to_json()
+                        out["logFilesRemoved"] += cleaned.deleted
+                        metrics.log_files_removed.inc(cleaned.deleted)
                 out["checkpointsWritten"] += len(rep.written)
                 out["maxLag"] = max(out["maxLag"], rep.lag)
                 metrics.checkpoints_written.inc(len(rep.written))
@@ -87,6 +104,16 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
             await asyncio.sleep(every)
 
     return asyncio.run(go())
+
+
+async def _clean(backend: StorageBackend, t: TableRow, properties: dict[str, str], dry_run: bool) -> CleanupReport:
+    """Log cleanup of one table (coordinator/ops/logcleanup.py). Raises InvalidArgumentError (a bad
+    ``delta.logRetentionDuration``: nothing deleted), OSError."""
+    from coordinator.ops.logcleanup import clean_log, log_retention_seconds
+
+    seconds = log_retention_seconds(properties)
+    return await clean_log(backend, t.location, t.latest_backfilled_version, seconds, now_ms=_now_ms(),
+                           dry_run=dry_run)
 
 
 # -- vacuum -----------------------------------------------------------------------------------------------------
