@@ -185,13 +185,15 @@ def test_vacuum_dry_run_then_real_run(owner_service: Any, tmp_path) -> None:
     for rel in [*removed, "batch-dead/part-0.parquet"]:
         _age(os.path.join(path, rel), 3600)
     time.sleep(10.5)  # version 3 is now older than the 10 s retention below
-    pq.write_table(rows([98]), os.path.join(path, "part-in-flight.parquet"))
+    in_flight = os.path.join(path, "part-in-flight.parquet")
+    pq.write_table(rows([98]), in_flight)
     assert append_through_owner(client, path, [4]) == 4
     client.backfill_to_version(_table_id, 4)
     log_before = tree(_log(path))
     all_before = tree(path)
     expected = sorted([*removed, "batch-dead/part-0.parquet"])
 
+    os.utime(in_flight)  # still being written: young at each run, however slowly the CLI starts
     dry = _cli(owner_service.backend, "vacuum", path, "--retention", "10s", "--force", "--json")
     assert dry.returncode == 0, dry.stderr
     rep = json.loads(dry.stdout)
@@ -201,6 +203,7 @@ def test_vacuum_dry_run_then_real_run(owner_service: Any, tmp_path) -> None:
     assert tree(path) == all_before  # a dry run deletes nothing
 
     prom = tmp_path / "vacuum.prom"
+    os.utime(in_flight)
     real = _cli(owner_service.backend, "vacuum", path, "--retention", "10s", "--force", "--no-dry-run", "--json",
                 "--metrics-file", str(prom))
     assert real.returncode == 0, real.stderr
