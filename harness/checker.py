@@ -21,9 +21,10 @@ from typing import Any
 
 from client import CommitOwnerClient
 from client.errors import CommitOwnerError
-from tests.support import Backend, delta_file, delta_rs_table
+from client.layout import delta_file
 
 from .workload import History, WorkloadTable, marker_of
+from .world import Backend, delta_rs_table
 
 
 @dataclass
