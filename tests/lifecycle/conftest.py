@@ -137,3 +137,12 @@ async def lifecycle_app(request: pytest.FixtureRequest) -> AsyncIterator[InProce
 @pytest.fixture
 def place(lifecycle_app: InProcess) -> Place:
     return Place(lifecycle_app, lifecycle_app.backend.new_location())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A test marked slow_on_s3 is slow (pytest -m "not slow" leaves it out) on the two S3 backends only.
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("slow_on_s3") and callspec is not None \
+                and str(callspec.params.get("lifecycle_app", "")).endswith("-s3"):
+            item.add_marker(pytest.mark.slow)

@@ -19,12 +19,15 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import pyarrow as pa
-from deltalake import write_deltalake
+from deltalake import DeltaTable, write_deltalake
 
 from client import CommitOwnerClient
+from client.storage import LogStorage
 from tests.inprocess import InProcess
 from tests.security.conftest import db_state
-from tests.support import Backend, delta_rs_target
+from tests.support import Backend, delta_rs_table, delta_rs_target
+
+from .helpers import append_through_owner
 
 T = TypeVar("T")
 
@@ -67,6 +70,26 @@ class Place:
         """A filesystem writer (delta-rs) writes the table, as it would without any owner."""
         uri, opts = delta_rs_target(self.backend, self.location)
         write_deltalake(uri, data, mode=mode, storage_options=opts)  # type: ignore[arg-type]
+
+    def delta_table(self, version: int | None = None) -> DeltaTable:
+        """The table as delta-rs (an owner-unaware reader) sees it."""
+        return delta_rs_table(self.backend, self.location, version)
+
+    def ids(self, version: int | None = None) -> list[int]:
+        """The ``id`` column delta-rs reads, sorted."""
+        return sorted(pa.table(self.delta_table(version).to_pyarrow_table()).column("id").to_pylist())
+
+    def delta_rs_files(self, version: int) -> list[str]:
+        return sorted(a["path"] for a in pa.table(self.delta_table(version).get_add_actions(flatten=True)).to_pylist())
+
+    @property
+    def log(self) -> LogStorage:
+        """The table's ``_delta_log`` through the client library's storage."""
+        return LogStorage(self.location, self.options)
+
+    def append(self, owner: CommitOwnerClient, ids: list[int]) -> int:
+        """An engine's append: a Parquet file in the table, its ``add`` committed through the owner."""
+        return append_through_owner(owner, self.location, ids, storage_options=self.options)
 
     def write(self, rel: str, data: bytes) -> None:
         self.backend.write(f"{self.location}/{rel}", data)
