@@ -128,6 +128,9 @@ class Backend:
             os.makedirs(os.path.dirname(self._p(uri)), exist_ok=True)
         fs.pipe_file(self._p(uri), data)
 
+    def remove(self, uri: str) -> None:
+        self.fs().rm_file(self._p(uri))
+
     def list(self, dir_uri: str) -> list[str]:
         fs = self.fs()
         try:
