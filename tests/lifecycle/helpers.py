@@ -11,7 +11,6 @@ from typing import Any
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
 from client import CommitOwnerClient
 from client.delta_log import commit_info, now_ms
@@ -54,16 +53,6 @@ def delta_rs_options(options: dict[str, Any]) -> dict[str, str]:
     kw = options["client_kwargs"]
     return {"AWS_ENDPOINT_URL": kw["endpoint_url"], "AWS_REGION": kw["region_name"], "AWS_ACCESS_KEY_ID": "test",
             "AWS_SECRET_ACCESS_KEY": "test", "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
-
-
-def delta_rs_ids(path: str, version: int | None = None) -> list[int]:
-    dt = DeltaTable(path, version=version) if version is not None else DeltaTable(path)
-    return sorted(pa.table(dt.to_pyarrow_table()).column("id").to_pylist())
-
-
-def delta_rs_files(path: str, version: int) -> list[str]:
-    dt = DeltaTable(path, version=version)
-    return sorted(a["path"] for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist())
 
 
 def tree(path: str) -> dict[str, bytes]:
