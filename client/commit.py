@@ -23,7 +23,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from .actions import ENGINE_INFO, DataFile, Mode, add_action, commit_info, next_in_commit_timestamp, remove_action
@@ -54,6 +54,32 @@ class WriteResult:
     num_files: int
     num_records: int
     rebases: int
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    """The options of every ``write_table`` (:func:`client.write_table`, :func:`client.spark.write_table`): their
+    one home, names and defaults.
+
+    The public functions keep them as keyword arguments (documented in docs/python-writes.md, shown by
+    ``help()``, checked by type checkers) and hand them on with :meth:`collect`; a test pins each public
+    signature's keyword-only parameters to these fields.
+    """
+
+    mode: Mode = "append"
+    partition_by: Sequence[str] | None = None
+    client: CommitOwnerClient | None = None
+    endpoint: str | None = None
+    token: str | None = None
+    protocol: str = "managedCommit"
+    full_name: str | None = None
+    storage_options: Mapping[str, Any] | None = None
+    before_commit: Callable[[int], None] | None = None
+
+    @classmethod
+    def collect(cls, arguments: Mapping[str, Any]) -> WriteOptions:
+        """The options among a ``write_table``'s arguments (its ``locals()``)."""
+        return cls(**{f.name: arguments[f.name] for f in fields(cls)})
 
 
 class FileWriter(Protocol):
@@ -149,22 +175,14 @@ def write_and_commit(
     writer: FileWriter,
     location: str,
     schema_json: Mapping[str, Any],
+    options: WriteOptions,
     *,
-    mode: Mode = "append",
-    partition_by: Sequence[str] | None = None,
-    client: CommitOwnerClient | None = None,
-    endpoint: str | None = None,
-    token: str | None = None,
-    protocol: str = "managedCommit",
-    full_name: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-    before_commit: Callable[[int], None] | None = None,
     engine_info: str = ENGINE_INFO,
 ) -> WriteResult:
     """Check, write (through ``writer``) and commit one write to the owned table at ``location``.
 
     ``writer`` writes the data files (nothing is written before the checks passed). ``schema_json`` is the
-    data's Delta struct type. The rest is the public ``write_table``'s
+    data's Delta struct type. ``options`` are the public ``write_table``'s
     (see :func:`client.write.write_table`). Raises ValueError for a bad mode, partition column, or a schema
     that differs from the table's (nothing written); TableChangedError when an overwrite lost to a commit that
     changed the table; the owner's errors (CommitFailedError and family); CommitStateUnknownError.
@@ -172,11 +190,12 @@ def write_and_commit(
     from .lifecycle import create_table
     from .snapshot import owner_client_for
 
+    mode, token, storage_options = options.mode, options.token, options.storage_options
     check_mode(mode)
-    partition_by = list(partition_by or [])
+    partition_by = list(options.partition_by or [])
     check_partition_types(schema_json, partition_by)
     location = normalize_location(location)
-    owner = owner_client(client, endpoint, token)
+    owner = owner_client(options.client, options.endpoint, token)
     try:
         snap = load(location, owner, storage_options)
     except NotADeltaTableError:
@@ -186,8 +205,8 @@ def write_and_commit(
                 "so that write_table can create it"
             ) from None
         try:
-            create_table(location, schema_json, partition_by, client=owner, protocol=protocol,
-                         storage_options=storage_options, full_name=full_name)
+            create_table(location, schema_json, partition_by, client=owner, protocol=options.protocol,
+                         storage_options=storage_options, full_name=options.full_name)
             snap = load(location, owner, storage_options)
         except TableAlreadyExistsError:
             # A concurrent writer registered first; write into its table once its version 0 is visible.
@@ -222,8 +241,8 @@ def write_and_commit(
                 *adds,
             ]
             version = snap.version + 1
-            if before_commit is not None:
-                before_commit(version)
+            if options.before_commit is not None:
+                options.before_commit(version)
             try:
                 owner.commit(table_id, version, actions)
             except CommitVersionConflictError:
@@ -255,6 +274,7 @@ def write_and_commit(
 __all__ = [
     "FileWriter",
     "PARTITION_TYPES",
+    "WriteOptions",
     "WriteResult",
     "check_compatible",
     "check_mode",

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .actions import ARROW_ENGINE_INFO, HIVE_NULL, DataFile, Mode
-from .commit import WriteResult, check_mode, write_and_commit
+from .commit import WriteOptions, WriteResult, check_mode, write_and_commit
 from .errors import TableChangedError
 from .http import CommitOwnerClient
 from .layout import data_file_name
@@ -245,11 +245,9 @@ def write_table(
     check_mode(mode)
     table = to_arrow(data)
     schema_json, table = delta_schema(table)
-    return write_and_commit(
-        ArrowFiles(table, schema_json, location, storage_options), location, schema_json, mode=mode, partition_by=partition_by,
-        client=client, endpoint=endpoint, token=token, protocol=protocol, full_name=full_name,
-        storage_options=storage_options, before_commit=before_commit, engine_info=ARROW_ENGINE_INFO,
-    )
+    options = WriteOptions.collect(locals())
+    return write_and_commit(ArrowFiles(table, schema_json, location, storage_options), location, schema_json, options,
+                            engine_info=ARROW_ENGINE_INFO)
 
 
 __all__ = ["ArrowFiles", "TableChangedError", "WriteResult", "delta_schema", "to_arrow", "write_table"]

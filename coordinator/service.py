@@ -86,6 +86,22 @@ def parse_uuid(value: str, what: str) -> str:
         raise InvalidArgumentError(f"{what} must be a UUID") from None
 
 
+def int_field(body: dict[str, Any], name: str, *, default: int | None = None, required: bool = False,
+              minimum: int | None = None) -> int | None:
+    """The integer ``name`` of a JSON request body (``default`` when absent; null is absent): never a bool, at
+    most 2**62 in size, at least ``minimum``. Raises InvalidArgumentError naming the field."""
+    v = body.get(name, default)
+    if v is None:
+        if required:
+            raise InvalidArgumentError(f"{name} is required")
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62:
+        raise InvalidArgumentError(f"{name} must be an integer")
+    if minimum is not None and v < minimum:
+        raise InvalidArgumentError(f"{name} must be >= {minimum}")
+    return v
+
+
 class CommitService:
     """The commit-owner contract on top of the store and the storage seams."""
 

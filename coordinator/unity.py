@@ -30,7 +30,7 @@ from client.layout import STAGED_COMMITS_DIR, normalize_location, parse_staged_f
 from coordinator.security.roots import check_allowed, parse_root
 
 from .lifecycle import newest_version
-from .service import CommitService, parse_uuid
+from .service import CommitService, int_field, parse_uuid
 from .store import TableRow, now_ms
 from .store.names import NameStore
 from .store.rows import CatalogRow, CommitRow, NameRow, SchemaRow, StagingRow
@@ -92,19 +92,6 @@ def check_columns(value: Any) -> list[dict[str, Any]]:
             raise InvalidArgumentError(f"columns[{i}] has unknown field(s): {', '.join(unknown[:5])}")
         out.append({**col, "position": col.get("position", i), "nullable": col.get("nullable", True)})
     return out
-
-
-def int_field(body: dict, name: str, *, required: bool = False, minimum: int | None = None) -> int | None:
-    v = body.get(name)
-    if v is None:
-        if required:
-            raise InvalidArgumentError(f"{name} is required")
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62:
-        raise InvalidArgumentError(f"{name} must be an integer")
-    if minimum is not None and v < minimum:
-        raise InvalidArgumentError(f"{name} must be >= {minimum}")
-    return v
 
 
 def v1_name(full_name: Any) -> NameRow:

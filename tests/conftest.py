@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -19,7 +18,7 @@ import pytest
 import pytest_asyncio
 
 from tests.inprocess import InProcess
-from tests.support import S3_KEY, S3_SECRET, Backend, Service, free_port, migrate, wait_http
+from tests.support import Backend, MotoServer, Service, migrate
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -70,37 +69,6 @@ def pg_database_factory(pg_admin_url: str | None) -> Iterator:
                              dbname=u.database or "postgres", autocommit=True) as conn:
             for name in created:
                 conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-class MotoServer:
-    def __init__(self, tmp: Path, env: dict[str, str] | None = None) -> None:
-        self.env = env
-        self.port = free_port()
-        self.endpoint = f"http://127.0.0.1:{self.port}"
-        self.log = tmp / "moto.log"
-        self.proc: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        exe = Path(sys.executable).with_name("moto_server")
-        cmd = [str(exe)] if exe.exists() else [sys.executable, "-m", "moto.server"]
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([*cmd, "-H", "127.0.0.1", "-p", str(self.port)],
-                                         stdout=log, stderr=subprocess.STDOUT,
-                                         env=None if self.env is None else {**os.environ, **self.env})
-        wait_http(self.endpoint + "/moto-api/", proc=self.proc)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            self.proc.wait(10)
-
-    def make_bucket(self) -> str:
-        import boto3
-
-        name = f"b-{uuid.uuid4().hex[:10]}"
-        boto3.client("s3", endpoint_url=self.endpoint, aws_access_key_id=S3_KEY, aws_secret_access_key=S3_SECRET,
-                     region_name="us-east-1").create_bucket(Bucket=name)
-        return name
 
 
 @pytest.fixture(scope="session")

@@ -1,227 +1,43 @@
-"""Test support: real services started as subprocesses, and helpers to look at real storage.
+"""Test support: the world of harness/world.py (backends, services, moto, real tables) plus what only the
+tests need (commit bodies, waiting, a reply-dropping proxy, a look at the commit rows).
 
-Nothing here mocks the database, the object store or the service: PostgreSQL is the machine's server
-(a fresh database per run), S3 is a moto server on 127.0.0.1, and the owner is `commit-owner serve`.
+Nothing here mocks the database, the object store or the service.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
-import subprocess
-import sys
 import time
-import urllib.request
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from client import CommitOwnerClient
+from client.layout import delta_file
+from harness.world import (
+    ID_SCHEMA,
+    ROOT,
+    S3_KEY,
+    S3_SECRET,
+    Backend,
+    MotoServer,
+    Service,
+    create_owned_table,
+    delta_rs_table,
+    delta_rs_target,
+    free_port,
+    migrate,
+    ndjson,
+    next_ict,
+    version0,
+    wait_http,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-S3_KEY, S3_SECRET = "testing", "testing"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"process exited with {proc.returncode} before {url} answered")
-        try:
-            with urllib.request.urlopen(url, timeout=1) as r:
-                if r.status < 500:
-                    return
-        except Exception:
-            time.sleep(0.05)
-    raise TimeoutError(f"{url} did not answer within {timeout}s")
-
-
-@dataclass
-class Backend:
-    """One combination of ownership store and log storage."""
-
-    name: str
-    database_url: str
-    storage: str  # "local" | "s3"
-    s3_endpoint: str = ""
-    bucket: str = ""
-    tmp: Path | None = None
-    _s3fs: Any = field(default=None, repr=False, compare=False)
-
-    def new_location(self, name: str | None = None) -> str:
-        name = name or f"t-{uuid.uuid4().hex[:12]}"
-        if self.storage == "s3":
-            return f"s3://{self.bucket}/{self.name}/{name}"
-        assert self.tmp is not None
-        return "file://" + str(self.tmp / name)
-
-    def allowed_roots(self) -> str:
-        """--allow-location covering every place tests put tables: the pytest temp root and the bucket."""
-        roots = ["file://" + str(self.tmp.parent)] if self.tmp is not None else []
-        if self.bucket:
-            roots.append(f"s3://{self.bucket}/")
-        return ",".join(roots)
-
-    def managed_location(self) -> str:
-        """Where the Unity Catalog facade puts managed tables: inside the bucket or the backend's temp folder."""
-        if self.storage == "s3":
-            return f"s3://{self.bucket}/{self.name}/managed"
-        return "file://" + str(self.tmp / "managed") if self.tmp is not None else "./warehouse/managed"
-
-    def env(self) -> dict[str, str]:
-        e = {"COMMIT_OWNER_DATABASE_URL": self.database_url, "COMMIT_OWNER_ALLOW_LOCATION": self.allowed_roots(),
-             "COMMIT_OWNER_MANAGED_LOCATION": self.managed_location()}
-        if self.s3_endpoint:
-            e.update({
-                "COMMIT_OWNER_S3_ENDPOINT_URL": self.s3_endpoint,
-                "COMMIT_OWNER_S3_ACCESS_KEY_ID": S3_KEY,
-                "COMMIT_OWNER_S3_SECRET_ACCESS_KEY": S3_SECRET,
-            })
-        return e
-
-    # -- looking at storage from the test side (sync, through fsspec) --
-
-    def fs(self) -> Any:
-        if self.storage == "s3":
-            if self._s3fs is None:  # one client per backend (making one costs a session); listings never cached
-                import s3fs
-
-                self._s3fs = s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, endpoint_url=self.s3_endpoint,
-                                               skip_instance_cache=True, use_listings_cache=False)
-            return self._s3fs
-        import fsspec
-
-        return fsspec.filesystem("file")
-
-    @staticmethod
-    def _p(uri: str) -> str:
-        return uri[len("file://"):] if uri.startswith("file://") else uri[len("s3://"):]
-
-    def read(self, uri: str) -> bytes:
-        return self.fs().cat_file(self._p(uri))
-
-    def exists(self, uri: str) -> bool:
-        return self.fs().exists(self._p(uri))
-
-    def write(self, uri: str, data: bytes) -> None:
-        fs = self.fs()
-        if self.storage == "local":
-            os.makedirs(os.path.dirname(self._p(uri)), exist_ok=True)
-        fs.pipe_file(self._p(uri), data)
-
-    def list(self, dir_uri: str) -> list[str]:
-        fs = self.fs()
-        try:
-            return sorted(p.rsplit("/", 1)[-1] for p in fs.ls(self._p(dir_uri), detail=False, refresh=True)
-                          if not fs.isdir(p))
-        except FileNotFoundError:
-            return []
-
-    def snapshot(self, location: str) -> dict[str, bytes]:
-        """Every file under ``location`` with its bytes (to assert that refusals change nothing)."""
-        fs = self.fs()
-        base = self._p(location)
-        try:
-            paths = fs.find(base)
-        except FileNotFoundError:
-            return {}
-        out: dict[str, bytes] = {}
-        for p in paths:
-            if p.rsplit("/", 1)[-1].startswith(".tmp-"):
-                # The local store's put-if-absent staging file of a backfill running right now: transient,
-                # never listed to readers, and not part of what a refusal may or may not change.
-                continue
-            try:
-                out[p[len(base):]] = fs.cat_file(p)
-            except FileNotFoundError:
-                continue  # removed between the listing and the read (a staging file by another name)
-        return out
-
-
-@dataclass
-class Service:
-    """A `commit-owner serve` subprocess."""
-
-    backend: Backend
-    extra_env: dict[str, str] = field(default_factory=dict)
-    port: int = 0
-    proc: subprocess.Popen | None = None
-    log_path: Path | None = None
-
-    @property
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def client(self, **kw: Any) -> CommitOwnerClient:
-        kw.setdefault("deadline", 30.0)
-        return CommitOwnerClient(self.endpoint, **kw)
-
-    def start(self) -> Service:
-        if not self.port:
-            self.port = free_port()
-        env = dict(os.environ)
-        env.update(self.backend.env())
-        env.update({"COMMIT_OWNER_PORT": str(self.port), "COMMIT_OWNER_HOST": "127.0.0.1",
-                    "COMMIT_OWNER_LOG_FORMAT": "json"})
-        env.update(self.extra_env)
-        tmp = self.backend.tmp or Path("/tmp")
-        self.log_path = tmp / f"service-{self.port}-{uuid.uuid4().hex[:6]}.log"
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve"], env=env, cwd=str(ROOT),
-                                     stdout=log, stderr=subprocess.STDOUT)
-        log.close()
-        try:
-            wait_http(self.endpoint + "/healthz", proc=self.proc)
-        except Exception as e:
-            self.stop()
-            raise RuntimeError(f"service did not start: {self.log_text()[-3000:]}") from e
-        return self
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
-
-    def kill(self) -> None:
-        """SIGKILL: no cleanup at all."""
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-def migrate(database_url: str) -> None:
-    """The schema through the same Alembic migrations `commit-owner migrate` runs, without its process start
-    (tests/ops covers the command itself)."""
-    from coordinator.store import migrate as run_migrations
-
-    run_migrations(database_url)
-
-
-# -- commit bodies ------------------------------------------------------------------------------------
-
-_ict_clock = [int(time.time() * 1000)]
-
-
-def next_ict() -> int:
-    _ict_clock[0] = max(_ict_clock[0] + 1, int(time.time() * 1000))
-    return _ict_clock[0]
+__all__ = [
+    "ID_SCHEMA", "ROOT", "S3_KEY", "S3_SECRET", "Backend", "MotoServer", "ReplyDroppingProxy", "Service", "actions",
+    "create_owned_table", "data_commit", "db_commit_files", "delta_file", "delta_rs_table", "delta_rs_target",
+    "free_port", "migrate", "ndjson", "next_ict", "version0", "wait_http", "wait_until",
+]
 
 
 def actions(n_adds: int = 1, *, ict: int | None = None, tag: str = "") -> list[dict[str, Any]]:
@@ -235,10 +51,6 @@ def actions(n_adds: int = 1, *, ict: int | None = None, tag: str = "") -> list[d
     return out
 
 
-def ndjson(acts: list[dict[str, Any]]) -> bytes:
-    return ("\n".join(json.dumps(a, separators=(",", ":")) for a in acts) + "\n").encode()
-
-
 def wait_until(pred: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -246,39 +58,6 @@ def wait_until(pred: Callable[[], bool], timeout: float = 20.0, what: str = "con
             return
         time.sleep(0.02)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def delta_file(location: str, v: int) -> str:
-    return f"{location}/_delta_log/{v:020d}.json"
-
-
-# -- real Delta tables (readable by delta-rs) --------------------------------------------------------
-
-ID_SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-
-
-def version0(ict: int | None = None, owner: str = "commit-owner") -> list[dict[str, Any]]:
-    """Version 0 of an owned table: commitInfo with inCommitTimestamp, protocol with the owner feature, metaData."""
-    ict = next_ict() if ict is None else ict
-    return [
-        {"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict, "operation": "CREATE TABLE"}},
-        {"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [],
-                      "writerFeatures": ["inCommitTimestamp", "managedCommit"]}},
-        {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
-                      "schemaString": json.dumps(ID_SCHEMA), "partitionColumns": [],
-                      "configuration": {"delta.enableInCommitTimestamps": "true",
-                                        "delta.managedCommit.commitOwner": owner},
-                      "createdTime": ict}},
-    ]
-
-
-def create_owned_table(service: Service, location: str | None = None) -> tuple[str, str]:
-    """Register a new table and write its version 0 the way a client does. Returns (table_id, location)."""
-    b = service.backend
-    loc = location or b.new_location()
-    info = service.client().register_table(loc, current_version=-1)
-    b.write(delta_file(loc, 0), ndjson(version0()))
-    return info.table_id, loc
 
 
 def data_commit(backend: Backend, location: str, ids: list[int]) -> list[dict[str, Any]]:
@@ -300,23 +79,6 @@ def data_commit(backend: Backend, location: str, ids: list[int]) -> list[dict[st
         {"add": {"path": name, "partitionValues": {}, "size": len(buf.getvalue()), "modificationTime": ict,
                  "dataChange": True, "stats": json.dumps(stats)}},
     ]
-
-
-def delta_rs_target(backend: Backend, location: str) -> tuple[str, dict[str, str] | None]:
-    """The table URI and storage options delta-rs needs for ``location`` on ``backend``."""
-    uri = location[len("file://"):] if location.startswith("file://") else location
-    if backend.storage != "s3":
-        return uri, None
-    return uri, {"AWS_ENDPOINT_URL": backend.s3_endpoint, "AWS_ACCESS_KEY_ID": S3_KEY,
-                 "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
-                 "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
-
-
-def delta_rs_table(backend: Backend, location: str, version: int | None = None) -> Any:
-    import deltalake
-
-    uri, opts = delta_rs_target(backend, location)
-    return deltalake.DeltaTable(uri, version=version, storage_options=opts)
 
 
 class ReplyDroppingProxy:

@@ -17,7 +17,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..actions import DataFile, Mode
-from ..commit import WriteResult, write_and_commit
+from ..commit import WriteOptions, WriteResult, write_and_commit
 from ..errors import TableChangedError
 from ..http import CommitOwnerClient
 from ..layout import normalize_location
@@ -84,11 +84,7 @@ def write_table(
     errors (CommitFailedError and family) when the commit is refused; CommitStateUnknownError when the
     outcome could not be learned (the Parquet files are then kept, as they may be referenced).
     """
-    return write_and_commit(
-        SparkFiles(df, location), location, df.schema.jsonValue(), mode=mode, partition_by=partition_by, client=client,
-        endpoint=endpoint, token=token, protocol=protocol, full_name=full_name, storage_options=storage_options,
-        before_commit=before_commit,
-    )
+    return write_and_commit(SparkFiles(df, location), location, df.schema.jsonValue(), WriteOptions.collect(locals()))
 
 
 def _data_schema(schema: Any, partition_by: Sequence[str]) -> Any:

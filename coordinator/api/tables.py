@@ -6,21 +6,10 @@ from aiohttp import web
 
 from client.errors import InvalidArgumentError
 
-from ..service import parse_uuid
+from ..service import int_field, parse_uuid
 from ..unity import v1_name
 from .errors import json_body, json_response, only_params
 from .keys import BACKFILLER, SERVICE, STORE, VISIBLE
-
-
-def _int_field(body: dict, name: str, *, default: int | None = None, minimum: int | None = None) -> int | None:
-    v = body.get(name, default)
-    if v is None:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62:
-        raise InvalidArgumentError(f"{name} must be an integer")
-    if minimum is not None and v < minimum:
-        raise InvalidArgumentError(f"{name} must be >= {minimum}")
-    return v
 
 
 async def register_table(request: web.Request) -> web.Response:
@@ -29,7 +18,7 @@ async def register_table(request: web.Request) -> web.Response:
     location = body.get("location")
     if not isinstance(location, str):
         raise InvalidArgumentError("location is required and must be a string")
-    current = _int_field(body, "currentVersion", default=-1, minimum=-1)
+    current = int_field(body, "currentVersion", default=-1, minimum=-1)
     commit_dir = body.get("commitDir")
     if commit_dir is not None and not isinstance(commit_dir, str):
         raise InvalidArgumentError("commitDir must be a string")
@@ -67,7 +56,7 @@ async def backfill(request: web.Request) -> web.Response:
     only_params(request, set())
     table_id = parse_uuid(request.match_info["table_id"], "table id")
     body = await json_body(request, {"version", "lastKnownBackfilledVersion"})
-    version = _int_field(body, "version", minimum=0)
-    last_known = _int_field(body, "lastKnownBackfilledVersion", minimum=-1)
+    version = int_field(body, "version", minimum=0)
+    last_known = int_field(body, "lastKnownBackfilledVersion", minimum=-1)
     table = await request.app[BACKFILLER].backfill(table_id, version, last_known_backfilled=last_known)
     return json_response(table.to_json())

@@ -125,8 +125,10 @@ def _client_and_options(endpoint: str, token: str | None, config: str | None, ov
 
 
 def _for(location: str, options: dict[str, Any]) -> dict[str, Any] | None:
-    """The S3 options for an S3 location; none for a local one."""
-    return options if location.split("://", 1)[0].lower() in ("s3", "s3a", "s3n") else None
+    """The S3 options for an S3 location; none for a local one (client.layout reads the location)."""
+    from client.layout import is_local, normalize_location
+
+    return None if is_local(normalize_location(location)) else options
 
 
 def _schema(text: str) -> Any:

@@ -1,4 +1,7 @@
-"""Fixtures of the lifecycle tests that the shared tests/conftest.py may not provide (yet).
+"""Fixtures of the lifecycle tests.
+
+``lifecycle_app`` and ``place``: the owner in this process on every backend and a fresh table location on it
+(tests/lifecycle/matrix.py).
 
 ``lifecycle_s3``: a real moto S3 server on 127.0.0.1 (one per session) and a fresh prefix of one bucket per
 test, as ``(bucket/prefix, storage_options)``.
@@ -7,10 +10,16 @@ test, as ``(bucket/prefix, storage_options)``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
+
+from tests.conftest import BACKENDS, make_backend
+from tests.inprocess import InProcess
+
+from .matrix import QUIET, Place
 
 
 @pytest.fixture(scope="session")
@@ -113,3 +122,27 @@ def owner(lifecycle_service: str) -> Iterator[Any]:
 
     with CommitOwnerClient(lifecycle_service, deadline=30) as c:
         yield c
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session", params=[f"{d}-{s}" for d, s in BACKENDS])
+async def lifecycle_app(request: pytest.FixtureRequest) -> AsyncIterator[InProcess]:
+    """The owner in this process on every backend, with a database and bucket of this module's own."""
+    db, storage = request.param.split("-")
+    module = request.module.__name__.rsplit(".", 1)[-1]
+    app = await InProcess.start(make_backend(request, db, storage, f"{module}-{request.param}"), QUIET)
+    yield app
+    await app.stop()
+
+
+@pytest.fixture
+def place(lifecycle_app: InProcess) -> Place:
+    return Place(lifecycle_app, lifecycle_app.backend.new_location())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # A test marked slow_on_s3 is slow (pytest -m "not slow" leaves it out) on the two S3 backends only.
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        if item.get_closest_marker("slow_on_s3") and callspec is not None \
+                and str(callspec.params.get("lifecycle_app", "")).endswith("-s3"):
+            item.add_marker(pytest.mark.slow)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import uuid
 from typing import Any
 
+import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
 from client import CommitOwnerClient
 from client.delta_log import commit_info, now_ms
@@ -26,31 +27,32 @@ SCHEMA = {"type": "struct", "fields": [
 ]}
 
 
-def append_through_owner(client: CommitOwnerClient, location_path: str, ids: list[int], *,
-                         version: int | None = None) -> int:
-    """Write one Parquet file into the table folder and commit its ``add`` through the owner; returns the version."""
-    snap = load_snapshot(location_path, client=client)
+def append_through_owner(client: CommitOwnerClient, location: str, ids: list[int], *,
+                         version: int | None = None, storage_options: dict[str, Any] | None = None) -> int:
+    """Write one Parquet file into the table folder (a path, ``file://`` or ``s3://``, through fsspec) and commit
+    its ``add`` through the owner; returns the version."""
+    snap = load_snapshot(location, client=client, storage_options=storage_options)
     assert snap.owner is not None and snap.owner.table_id
     v = snap.version + 1 if version is None else version
     name = f"part-{uuid.uuid4()}.parquet"
-    pq.write_table(rows(ids), os.path.join(location_path, name))
+    buf = io.BytesIO()
+    pq.write_table(rows(ids), buf)
+    with fsspec.open(f"{snap.location}/{name}", "wb", **(storage_options or {})) as f:
+        f.write(buf.getvalue())
     ict = max(now_ms(), (snap.in_commit_timestamp or 0) + 1)
     actions: list[dict[str, Any]] = [
         commit_info("WRITE", in_commit_timestamp=ict, read_version=snap.version, parameters={"mode": "Append"}),
-        {"add": {"path": name, "partitionValues": {}, "size": os.path.getsize(os.path.join(location_path, name)),
+        {"add": {"path": name, "partitionValues": {}, "size": len(buf.getvalue()),
                  "modificationTime": ict, "dataChange": True, "stats": json.dumps({"numRecords": len(ids)})}},
     ]
     return client.commit(snap.owner.table_id, v, actions).version
 
 
-def delta_rs_ids(path: str, version: int | None = None) -> list[int]:
-    dt = DeltaTable(path, version=version) if version is not None else DeltaTable(path)
-    return sorted(pa.table(dt.to_pyarrow_table()).column("id").to_pylist())
-
-
-def delta_rs_files(path: str, version: int) -> list[str]:
-    dt = DeltaTable(path, version=version)
-    return sorted(a["path"] for a in pa.table(dt.get_add_actions(flatten=True)).to_pylist())
+def delta_rs_options(options: dict[str, Any]) -> dict[str, str]:
+    """delta-rs's storage options for the moto server that the client's (fsspec) ``options`` name."""
+    kw = options["client_kwargs"]
+    return {"AWS_ENDPOINT_URL": kw["endpoint_url"], "AWS_REGION": kw["region_name"], "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test", "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
 
 
 def tree(path: str) -> dict[str, bytes]:

@@ -1,4 +1,7 @@
-"""Creating owned tables: version 0's content, and 8 creators racing on one location (local disk and S3)."""
+"""Creating owned tables: version 0's content, and 8 creators racing on one location.
+
+On every backend (SQLite/PostgreSQL x local disk/S3), with the owner in this process.
+"""
 
 from __future__ import annotations
 
@@ -7,80 +10,85 @@ import threading
 from typing import Any
 
 import pytest
-from deltalake import DeltaTable, write_deltalake
 
 from client import CommitOwnerClient
 from client.delta_log import commit_info, now_ms
 from client.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
+from client.layout import delta_file_name
 from client.lifecycle import OwnedTable, create_table, take_ownership
 from client.snapshot import load_snapshot
-from client.storage import LogStorage
 
-from .helpers import SCHEMA, append_through_owner, delta_rs_ids, rows
-
-
-def test_version_zero_carries_protocol_ict_owner_and_table_conf(tmp_path, owner) -> None:
-    path = str(tmp_path / "t")
-    table = create_table(path, SCHEMA, properties={"delta.appendOnly": "false"}, client=owner)
-    lines = [json.loads(line) for line in LogStorage(path).read(f"{0:020d}.json").splitlines()]
-    first = lines[0]["commitInfo"]
-    assert isinstance(first["inCommitTimestamp"], int)
-    proto = next(a["protocol"] for a in lines if "protocol" in a)
-    assert proto["minWriterVersion"] == 7 and set(proto["writerFeatures"]) == {"inCommitTimestamp", "managedCommit"}
-    conf = next(a["metaData"] for a in lines if "metaData" in a)["configuration"]
-    assert conf["delta.enableInCommitTimestamps"] == "true"
-    assert conf["delta.managedCommit.commitOwner"] == "commit-owner"
-    assert json.loads(conf["delta.managedCommit.commitOwnerConf"]) == {"endpoint": owner.endpoint}
-    assert json.loads(conf["delta.managedCommit.tableConf"]) == {"tableId": table.table_id}
-    assert conf["delta.appendOnly"] == "false"
-
-    page = owner.get_commits(table.table_id)
-    assert (page.commits, page.latest_table_version) == ([], -1)
-    assert append_through_owner(owner, path, [1, 2]) == 1
-    owner.backfill_to_version(table.table_id, 1)
-    assert delta_rs_ids(path) == [1, 2]
-    assert DeltaTable(path).version() == 1
+from .helpers import SCHEMA, rows
+from .matrix import Place, in_thread
 
 
-def test_a_catalog_managed_table_is_created_read_and_appended_with_the_owners_client(tmp_path, owner) -> None:
-    path = str(tmp_path / "cm")
-    table = create_table(path, SCHEMA, client=owner, protocol="catalogManaged")
-    assert table.commit_dir == "_staged_commits"
-    lines = [json.loads(line) for line in LogStorage(path).read(f"{0:020d}.json").splitlines()]
-    assert lines[0]["commitInfo"]["txnId"] and isinstance(lines[0]["commitInfo"]["inCommitTimestamp"], int)
-    proto = next(a["protocol"] for a in lines if "protocol" in a)
-    assert (proto["minReaderVersion"], proto["minWriterVersion"]) == (3, 7)
-    assert set(proto["readerFeatures"]) == {"catalogManaged", "vacuumProtocolCheck"}
-    assert set(proto["writerFeatures"]) == {"catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"}
-    conf = next(a["metaData"] for a in lines if "metaData" in a)["configuration"]
-    assert conf == {"delta.enableInCommitTimestamps": "true", "delta.feature.catalogManaged": "supported",
-                    "io.unitycatalog.tableId": table.table_id}
+@in_thread
+def test_version_zero_carries_protocol_ict_owner_and_table_conf(place: Place) -> None:
+    with place.client() as owner:
+        table = create_table(place.location, SCHEMA, properties={"delta.appendOnly": "false"}, client=owner,
+                             storage_options=place.options)
+        lines = [json.loads(line) for line in place.log.read(delta_file_name(0)).splitlines()]
+        first = lines[0]["commitInfo"]
+        assert isinstance(first["inCommitTimestamp"], int)
+        proto = next(a["protocol"] for a in lines if "protocol" in a)
+        assert proto["minWriterVersion"] == 7 and set(proto["writerFeatures"]) == {"inCommitTimestamp", "managedCommit"}
+        conf = next(a["metaData"] for a in lines if "metaData" in a)["configuration"]
+        assert conf["delta.enableInCommitTimestamps"] == "true"
+        assert conf["delta.managedCommit.commitOwner"] == "commit-owner"
+        assert json.loads(conf["delta.managedCommit.commitOwnerConf"]) == {"endpoint": owner.endpoint}
+        assert json.loads(conf["delta.managedCommit.tableConf"]) == {"tableId": table.table_id}
+        assert conf["delta.appendOnly"] == "false"
 
-    # the table names no endpoint: a reader without the owner's client gets a clear error
-    with pytest.raises(InvalidArgumentError, match="pass client="):
-        load_snapshot(path)
-    assert append_through_owner(owner, path, [1, 2]) == 1
-    staged = LogStorage(path).list("_staged_commits")
-    assert [e.name.split(".")[0] for e in staged] == [f"{1:020d}"]
-    snap = load_snapshot(path, client=owner)
-    assert (snap.version, snap.unbackfilled_versions) == (1, [1])
-
-    # a metaData that keeps io.unitycatalog.tableId is an ordinary commit, not a release
-    md = {**snap.metadata, "configuration": {**snap.properties, "delta.appendOnly": "false"}}
-    owner.commit(table.table_id, 2, [commit_info("SET TBLPROPERTIES", in_commit_timestamp=now_ms(), read_version=1),
-                                     {"metaData": md}])
-    info = owner.get_table(table.table_id)
-    assert info.accepting_commits and info.status == "ACTIVE"
-    assert append_through_owner(owner, path, [3]) == 3
+        page = owner.get_commits(table.table_id)
+        assert (page.commits, page.latest_table_version) == ([], -1)
+        assert place.append(owner, [1, 2]) == 1
+        owner.backfill_to_version(table.table_id, 1)
+    assert place.ids() == [1, 2]
+    assert place.delta_table().version() == 1
 
 
-def test_a_filesystem_table_is_not_taken_over_as_catalog_managed(tmp_path, owner) -> None:
-    path = str(tmp_path / "fs")
-    write_deltalake(path, rows([1]))
-    before = sorted(p.name for p in (tmp_path / "fs" / "_delta_log").iterdir())
-    with pytest.raises(InvalidArgumentError, match="only be created"):
-        take_ownership(path, client=owner, protocol="catalogManaged")
-    assert sorted(p.name for p in (tmp_path / "fs" / "_delta_log").iterdir()) == before
+@pytest.mark.slow_on_s3  # 9-15 s on S3
+@in_thread
+def test_a_catalog_managed_table_is_created_read_and_appended_with_the_owners_client(place: Place) -> None:
+    opts = place.options
+    with place.client() as owner:
+        table = create_table(place.location, SCHEMA, client=owner, protocol="catalogManaged", storage_options=opts)
+        assert table.commit_dir == "_staged_commits"
+        lines = [json.loads(line) for line in place.log.read(delta_file_name(0)).splitlines()]
+        assert lines[0]["commitInfo"]["txnId"] and isinstance(lines[0]["commitInfo"]["inCommitTimestamp"], int)
+        proto = next(a["protocol"] for a in lines if "protocol" in a)
+        assert (proto["minReaderVersion"], proto["minWriterVersion"]) == (3, 7)
+        assert set(proto["readerFeatures"]) == {"catalogManaged", "vacuumProtocolCheck"}
+        assert set(proto["writerFeatures"]) == {"catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"}
+        conf = next(a["metaData"] for a in lines if "metaData" in a)["configuration"]
+        assert conf == {"delta.enableInCommitTimestamps": "true", "delta.feature.catalogManaged": "supported",
+                        "io.unitycatalog.tableId": table.table_id}
+
+        # the table names no endpoint: a reader without the owner's client gets a clear error
+        with pytest.raises(InvalidArgumentError, match="pass client="):
+            load_snapshot(place.location, storage_options=opts)
+        assert place.append(owner, [1, 2]) == 1
+        staged = place.log.list("_staged_commits")
+        assert [e.name.split(".")[0] for e in staged] == [f"{1:020d}"]
+        snap = load_snapshot(place.location, client=owner, storage_options=opts)
+        assert (snap.version, snap.unbackfilled_versions) == (1, [1])
+
+        # a metaData that keeps io.unitycatalog.tableId is an ordinary commit, not a release
+        md = {**snap.metadata, "configuration": {**snap.properties, "delta.appendOnly": "false"}}
+        owner.commit(table.table_id, 2, [commit_info("SET TBLPROPERTIES", in_commit_timestamp=now_ms(),
+                                                     read_version=1), {"metaData": md}])
+        info = owner.get_table(table.table_id)
+        assert info.accepting_commits and info.status == "ACTIVE"
+        assert place.append(owner, [3]) == 3
+
+
+@in_thread
+def test_a_filesystem_table_is_not_taken_over_as_catalog_managed(place: Place) -> None:
+    place.write_delta(rows([1]))
+    before = place.picture()
+    with place.client() as owner, pytest.raises(InvalidArgumentError, match="only be created"):
+        take_ownership(place.location, client=owner, protocol="catalogManaged", storage_options=place.options)
+    assert place.picture() == before
 
 
 def _race(location: str, client: CommitOwnerClient, storage_options: dict[str, Any] | None, n: int = 8
@@ -125,43 +133,40 @@ def _assert_one_winner(location: str, owner: CommitOwnerClient, won: list[OwnedT
     assert load_snapshot(location, client=owner, storage_options=storage_options).version == 1
 
 
-def test_eight_concurrent_creators_on_local_disk_one_wins(tmp_path, owner) -> None:
-    location = f"file://{tmp_path}/race"
-    won, lost = _race(location, owner, None)
-    _assert_one_winner(location, owner, won, lost, None)
+@pytest.mark.slow_on_s3  # 9-15 s on S3
+@in_thread
+def test_eight_concurrent_creators_one_wins(place: Place) -> None:
+    with place.client() as owner:
+        won, lost = _race(place.location, owner, place.options)
+        _assert_one_winner(place.location, owner, won, lost, place.options)
 
 
-@pytest.mark.s3
-def test_eight_concurrent_creators_on_s3_one_wins(owner, lifecycle_s3) -> None:
-    bucket, options = lifecycle_s3
-    location = f"s3://{bucket}/race"
-    won, lost = _race(location, owner, options)
-    _assert_one_winner(location, owner, won, lost, options)
+@in_thread
+def test_creating_over_an_existing_table_changes_nothing(place: Place) -> None:
+    with place.client() as owner:
+        first = create_table(place.location, SCHEMA, client=owner, storage_options=place.options)
+        before = place.picture()
+        with pytest.raises(TableAlreadyExistsError):
+            create_table(place.location, SCHEMA, client=owner, storage_options=place.options)
+    assert place.picture() == before
+    assert place.registered() == [first.table_id]
 
 
-def test_creating_over_an_existing_table_changes_nothing(tmp_path, owner) -> None:
-    path = str(tmp_path / "t")
-    first = create_table(path, SCHEMA, client=owner)
-    before = LogStorage(path).read(f"{0:020d}.json")
-    with pytest.raises(TableAlreadyExistsError):
-        create_table(path, SCHEMA, client=owner)
-    assert LogStorage(path).read(f"{0:020d}.json") == before
-    assert [t.table_id for t in owner.list_tables() if t.location == first.location] == [first.table_id]
-
-
-def test_lost_first_put_forgets_the_registration(tmp_path, owner) -> None:
+@in_thread
+def test_lost_first_put_forgets_the_registration(place: Place) -> None:
     """A filesystem writer publishes version 0 between registration and the put: the creator's proposal is dropped."""
-    path = str(tmp_path / "t")
     rival = b'{"commitInfo":{"timestamp":1}}\n'
+    before = place.picture()
 
     class Racing(CommitOwnerClient):
         def register_table(self, *args: Any, **kwargs: Any):  # type: ignore[override]
             info = super().register_table(*args, **kwargs)
-            LogStorage(path).put_if_absent(f"{0:020d}.json", rival)
+            place.log.put_if_absent(delta_file_name(0), rival)
             return info
 
-    with Racing(owner.endpoint) as racing, pytest.raises(TableAlreadyExistsError):
-        create_table(path, SCHEMA, client=racing)
-    assert LogStorage(path).read(f"{0:020d}.json") == rival
-    with pytest.raises(TableNotFoundError):
-        owner.get_table(location=f"file://{path}")
+    with Racing(place.app.endpoint) as racing, pytest.raises(TableAlreadyExistsError):
+        create_table(place.location, SCHEMA, client=racing, storage_options=place.options)
+    assert place.log.read(delta_file_name(0)) == rival
+    assert place.picture()[0] == before[0]  # the registration is forgotten: the store is as it was
+    with place.client() as owner, pytest.raises(TableNotFoundError):
+        owner.get_table(location=place.location)

@@ -283,7 +283,7 @@ def test_a_partitioned_pandas_write_on_s3_is_read_by_delta_rs_and_a_failed_one_l
 ) -> None:
     from client.storage import LogStorage
 
-    from .test_s3_round_trip import _rs_options
+    from .helpers import delta_rs_options
 
     bucket, options = lifecycle_s3
     location = f"s3://{bucket}/py"
@@ -292,7 +292,7 @@ def test_a_partitioned_pandas_write_on_s3_is_read_by_delta_rs_and_a_failed_one_l
     snap = load_snapshot(location, client=owner, storage_options=options)
     assert (r.version, snap.version) == (1, 2) and snap.owner is not None and snap.owner.table_id is not None
     owner.backfill_to_version(snap.owner.table_id, 2)
-    got = DeltaTable(location, storage_options=_rs_options(options)).to_pyarrow_table().to_pylist()
+    got = DeltaTable(location, storage_options=delta_rs_options(options)).to_pyarrow_table().to_pylist()
     assert sorted((normal(x) for x in got), key=repr) == expected(rows(1) + rows(2))
 
     fs = LogStorage(location, options).fs

@@ -9,12 +9,11 @@ import pytest
 
 from client import CommitOwnerClient
 from client.errors import CommitStateUnknownError, PayloadTooLargeError, UnavailableError
+from harness.checker import check, db_rows, lister
+from harness.faults import make_tables, start_services
+from harness.workload import CLOCK, Workload, commit_body
 from tests.conftest import make_backend
 from tests.support import Service, actions, create_owned_table, ndjson
-
-from .checker import check, db_rows, lister
-from .harness import make_tables, start_services
-from .workload import CLOCK, Workload, commit_body
 
 
 def test_a_body_over_the_limit_is_refused_with_413_and_changes_nothing(request: pytest.FixtureRequest) -> None:

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 
+from harness.checker import check, lister
+from harness.faults import FaultLog, make_tables, report, start_services
+from harness.netproxy import TcpProxy
+from harness.pgcluster import PgCluster, missing_tools
+from harness.workload import Workload
 from tests.conftest import MotoServer
 from tests.support import Backend, migrate
-
-from .checker import check, lister
-from .harness import FaultLog, make_tables, report, start_services
-from .netproxy import TcpProxy
-from .pgcluster import PgCluster, missing_tools
-from .workload import Workload
 
 pytestmark = pytest.mark.slow  # database and network faults, process kills
 

@@ -15,10 +15,9 @@ import uuid
 
 import pytest
 
+from harness.checker import db_rows
 from tests.conftest import make_backend
 from tests.support import ROOT, Backend, Service, actions, create_owned_table, ndjson, wait_until
-
-from .checker import db_rows
 
 
 def _leave_orphan(backend: Backend, location: str, version: int) -> str:

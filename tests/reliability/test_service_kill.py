@@ -6,11 +6,10 @@ import time
 
 import pytest
 
+from harness.checker import check, lister
+from harness.faults import FaultLog, make_tables, report, start_services
+from harness.workload import Workload
 from tests.conftest import make_backend
-
-from .checker import check, lister
-from .harness import FaultLog, make_tables, report, start_services
-from .workload import Workload
 
 pytestmark = pytest.mark.slow  # process kills
 

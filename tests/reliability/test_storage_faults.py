@@ -9,11 +9,10 @@ import pytest
 
 from client import CommitOwnerClient
 from client.errors import CommitStateUnknownError, UnavailableError
+from harness.checker import check, lister
+from harness.faults import FaultLog, make_tables, report, start_services
+from harness.workload import CLOCK, Workload, commit_body
 from tests.conftest import make_backend
-
-from .checker import check, lister
-from .harness import FaultLog, make_tables, report, start_services
-from .workload import CLOCK, Workload, commit_body
 
 pytestmark = pytest.mark.slow  # injected storage faults and latency
 

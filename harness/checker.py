@@ -21,9 +21,10 @@ from typing import Any
 
 from client import CommitOwnerClient
 from client.errors import CommitOwnerError
-from tests.support import Backend, delta_file, delta_rs_table
+from client.layout import delta_file, delta_file_name, parse_staged_file
 
 from .workload import History, WorkloadTable, marker_of
+from .world import Backend, delta_rs_table
 
 
 @dataclass
@@ -181,13 +182,13 @@ def check(backend: Backend, tables: Sequence[WorkloadTable], history: History, *
             staged = files.read(f"{cdir}/{x['file_name']}")
             if hashlib.sha256(staged).hexdigest() != x["content_sha256"]:
                 v.append(f"{t.table_id} v{ver}: staged file bytes do not match the ratified checksum")
-            if not x["file_name"].startswith(f"{ver:020d}.{x['idempotency_key']}"):
+            if parse_staged_file(x["file_name"]) != (ver, x["idempotency_key"]):
                 v.append(f"{t.table_id} v{ver}: file name {x['file_name']} does not carry its version and key")
             if backfill:
                 try:
                     published = files.read(delta_file(t.location, ver))
                 except FileNotFoundError:
-                    v.append(f"{t.table_id} v{ver}: _delta_log/{ver:020d}.json missing after the final backfill")
+                    v.append(f"{t.table_id} v{ver}: {delta_file_name(ver)} missing after the final backfill")
                     published = staged
                 if published != staged:
                     v.append(f"{t.table_id} v{ver}: <v>.json differs from the ratified file")

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-import re
 import threading
 import time
 import uuid
@@ -34,8 +33,7 @@ from client.errors import (
     TooManyUnbackfilledCommitsError,
     UnavailableError,
 )
-
-DELTA_JSON = re.compile(r"^(\d{20})\.json$")
+from client.layout import log_dir, parse_delta_file
 
 
 class IctClock:
@@ -231,7 +229,7 @@ class Reader(threading.Thread):
         self.seen_listed: dict[str, int] = {}
 
     def _listed(self, t: WorkloadTable) -> int:
-        versions = [int(m.group(1)) for n in self.lister(t.location + "/_delta_log") if (m := DELTA_JSON.match(n))]
+        versions = [v for n in self.lister(log_dir(t.location)) if (v := parse_delta_file(n)) is not None]
         return max(versions, default=-1)
 
     def run(self) -> None:
