@@ -7,7 +7,7 @@ and every ``<v>.json`` replayed must be in ``_delta_log``. One checkpoint per mu
 leaves no partial file a reader can see), then ``_last_checkpoint`` (a hint, overwritten, never moved back).
 
 pyarrow is imported here only: it is not a dependency of the service (extra ``maintain``), so checkpoints
-run in the maintenance command, never in ``serve`` (docs/decisions.md, entry 23).
+run in the maintenance command, never in ``serve`` (docs/decisions.md, "Checkpoints and vacuum run in a maintenance command").
 """
 
 from __future__ import annotations

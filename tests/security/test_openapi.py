@@ -1,6 +1,6 @@
 """The OpenAPI document describes exactly the routes the service serves outside the Unity Catalog facade,
 and is served as shipped. The facade's routes follow UC's own spec and are listed in docs/unity-catalog.md
-instead (docs/decisions.md, entry 18)."""
+instead (docs/decisions.md, "The Unity Catalog facade")."""
 
 from __future__ import annotations
 
