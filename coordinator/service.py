@@ -47,6 +47,10 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("commit_owner.service")
 
+#: At most this many commits ride on a version conflict's answer (``unseenCommits``); a writer further behind
+#: reads the rest with getCommits.
+UNSEEN_COMMITS_LIMIT = 100
+
 
 @dataclass(frozen=True)
 class TablePlace:
@@ -100,6 +104,7 @@ class CommitService:
         # A table's location and folder never change: cache them so a commit costs no extra read.
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
+        self.unseen_limit = UNSEEN_COMMITS_LIMIT
 
     # -- registration -------------------------------------------------------------------------------
 
@@ -288,6 +293,22 @@ class CommitService:
             "commits": [r.to_json(table.location, table.commit_dir) for r in rows],
             "latestTableVersion": table.reported_latest,
         }
+
+    async def add_unseen_commits(self, err: CommitVersionConflictError, table_id: str, version: int) -> None:
+        """Put on ``err`` (a refusal of ``version``) the ratified commits from ``version`` on, at most
+        ``unseen_limit``, read in one statement with the table's latest version, and whether they are all of them.
+
+        Only a refusal pays this read. When the store cannot answer, the conflict is still the answer: it then
+        carries no commit and says it is incomplete (the writer reads the table as it would without them).
+        """
+        try:
+            table, rows = await self.store.commits_from(table_id, version, self.unseen_limit)
+        except (UnavailableError, TableNotFoundError):
+            err.unseen_commits, err.unseen_commits_complete = [], False
+            return
+        err.latest_table_version = table.reported_latest
+        err.unseen_commits = [r.to_json(table.location, table.commit_dir) for r in rows]
+        err.unseen_commits_complete = [r.version for r in rows] == list(range(version, table.latest_version + 1))
 
     async def find_table(self, location: str) -> TableRow:
         return await self.store.find_table(normalize_location(location))
