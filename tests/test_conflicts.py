@@ -86,6 +86,28 @@ async def test_a_conflict_carries_at_most_the_bound_and_says_when_that_is_not_al
     assert sorted(await asyncio.to_thread(db_commit_files, s.backend.database_url, table_id)) == [1, 2, 3, 4, 5]
 
 
+async def test_a_busy_tables_losers_are_answered_from_the_commits_the_process_ratified(inproc: InProcess) -> None:
+    s = inproc
+    table_id, loc = await s.create_table()
+    await s.commit_ok(table_id, 1)
+    status, reply = await s.commit(table_id, 1, ndjson(actions()))  # the table's first conflict: from the database
+    assert status == 409 and unseen(reply)[0] == [1], reply
+    acked = [await s.commit_ok(table_id, v) for v in (2, 3, 4)]
+    turn = s.service._turns[table_id]
+    assert turn.recent is not None and [c["version"] for c in turn.recent] == [2, 3, 4]
+    await s.backfill_to(table_id, 4)
+    files = await asyncio.to_thread(s.backend.snapshot, loc)
+    status, reply = await s.commit(table_id, 2, ndjson(actions()))
+    assert status == 409 and reply["error"]["unseenCommits"] == acked, reply
+    assert unseen(reply)[2:] == (True, 4)
+    rows = await asyncio.to_thread(db_commit_files, s.backend.database_url, table_id)
+    status, reply = await s.commit(table_id, 1, ndjson(actions()))  # version 1 is not in memory: the database
+    assert status == 409 and unseen(reply) == ([1, 2, 3, 4], [rows[v] for v in (1, 2, 3, 4)], True, 4), reply
+    assert reply["error"]["unseenCommits"][1:] == acked
+    assert await asyncio.to_thread(s.backend.snapshot, loc) == files
+    assert await asyncio.to_thread(db_commit_files, s.backend.database_url, table_id) == rows
+
+
 async def test_other_refusals_carry_no_commits(inproc: InProcess) -> None:
     s = inproc
     table_id, _ = await s.create_table()
