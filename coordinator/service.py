@@ -68,11 +68,12 @@ class _Turn:
     database. The database stays the judge of every proposal that might win.
     """
 
-    __slots__ = ("lock", "latest", "recent")
+    __slots__ = ("lock", "latest", "recent", "queued")
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.latest = -1
+        self.queued = 0  # proposals waiting for the lock
         # The last commits this process ratified (their JSON), kept once the table saw a conflict: losers are
         # then told what they missed from memory, without a query per conflict.
         self.recent: deque[dict[str, Any]] | None = None
@@ -220,7 +221,12 @@ class CommitService:
         turn = self._turn(table_id)
         if (stale := turn.stale(version)) is not None:
             return await self._stale(table_id, version, data, key, stale)
-        async with turn.lock:
+        turn.queued += 1
+        try:
+            await turn.lock.acquire()
+        finally:
+            turn.queued -= 1
+        try:
             if (stale := turn.stale(version)) is not None:
                 return await self._stale(table_id, version, data, key, stale)
             try:
@@ -229,7 +235,15 @@ class CommitService:
                 turn.saw(e.latest_table_version)
                 raise
             turn.ratified(result)
-            return result
+            losers = turn.queued
+        finally:
+            turn.lock.release()
+        # The proposals that queued behind this one mostly asked for the same version: let them hear that they
+        # lost (a loop pass each) before the winner hears that it won, so that the winner of a closed loop is
+        # not always the first to propose the next version (fairness between racing writers, decision 28).
+        for _ in range(losers):
+            await asyncio.sleep(0)
+        return result
 
     async def _stale(self, table_id: str, version: int, data: bytes, key: str | None,
                      stale: CommitVersionConflictError) -> dict[str, Any]:
