@@ -10,7 +10,9 @@
 3. commit ``commitInfo`` (in-commit timestamp first) + ``remove`` (overwrite) + ``add`` through the owner.
    A blind append that loses the race for a version is rebased onto the new latest version and sent again;
    an overwrite that loses is re-checked against the new snapshot and fails with :class:`TableChangedError`
-   when the table's files or schema changed in between;
+   when the table's files or schema changed in between. The new snapshot is the old one moved forward by the
+   winners' commits the refusal carried (:func:`rebase`), and the writer waits a jittered, growing moment
+   (:mod:`client.backoff`) before it tries again, so that a crowd of losers does not come back at once;
 4. whenever the write ends without a commit, the writer deletes its folder, so a failed write changes nothing
    (after CommitStateUnknownError the files are kept: the commit may have landed and reference them).
 
@@ -27,6 +29,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from .actions import ENGINE_INFO, DataFile, Mode, add_action, commit_info, next_in_commit_timestamp, remove_action
+from .backoff import conflict_delay
 from .errors import (
     CommitStateUnknownError,
     CommitVersionConflictError,
@@ -36,6 +39,7 @@ from .errors import (
 )
 from .http import ENDPOINT_ENV, CommitOwnerClient
 from .layout import new_batch_folder, normalize_location
+from .models import carried_commits
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +175,20 @@ def check_compatible(snap: Any, schema_json: Mapping[str, Any], partition_by: Se
     raise ValueError(f"{snap.location}: {problem} (schema changes are not supported by write_table)")
 
 
+def rebase(snap: Any, conflict: CommitVersionConflictError, version: int, owner: CommitOwnerClient,
+           storage_options: Mapping[str, Any] | None) -> Any:
+    """The table after the commits that beat ``version``: ``snap`` moved forward by the commits the refusal
+    carried (their files read from storage, no question to the owner), else the table loaded again."""
+    from .snapshot import advance_snapshot
+
+    carried = carried_commits(conflict, version)
+    if carried is not None:
+        moved = advance_snapshot(snap, carried, storage_options=storage_options)
+        if moved is not None:
+            return moved
+    return load(snap.location, owner, storage_options)
+
+
 def write_and_commit(
     writer: FileWriter,
     location: str,
@@ -245,11 +263,11 @@ def write_and_commit(
                 options.before_commit(version)
             try:
                 owner.commit(table_id, version, actions)
-            except CommitVersionConflictError:
+            except CommitVersionConflictError as e:
                 rebases += 1
                 if rebases > MAX_REBASES:
                     raise
-                snap = load(location, owner, storage_options)
+                snap = rebase(snap, e, version, owner, storage_options)
                 check_compatible(snap, schema_json, partition_by, during_race=True)
                 if mode == "overwrite" and {a["path"] for a in snap.files} != planned_removes:
                     raise TableChangedError(
@@ -257,6 +275,7 @@ def write_and_commit(
                         f"table's files (now at version {snap.version}); nothing was committed, re-run the overwrite",
                         latest_table_version=snap.version,
                     ) from None
+                time.sleep(conflict_delay(rebases))
                 continue
             except CommitStateUnknownError:
                 committed = True  # it may have landed: keep the files it would reference
@@ -279,5 +298,6 @@ __all__ = [
     "check_compatible",
     "check_mode",
     "check_partition_types",
+    "rebase",
     "write_and_commit",
 ]

@@ -2,7 +2,9 @@
 
 Every error the owner can answer carries the JSON envelope
 ``{"error": {"code", "message", "retryable", "conflict", "latestTableVersion"}}``; the client maps
-``code`` back to the class of the same meaning here. Classes are grouped by what a caller should do:
+``code`` back to the class of the same meaning here. A version conflict of the owner's own API also carries
+the commits the loser has not seen (``unseenCommits``, ``unseenCommitsComplete``; see
+:class:`CommitVersionConflictError`). Classes are grouped by what a caller should do:
 
 * ``retryable and conflict``: you lost the race for this version; rebase and retry at the next one.
 * ``retryable and not conflict``: transient; retry the same request (the client does, with the same
@@ -85,12 +87,28 @@ class InvalidCommitError(CommitFailedError):
 
 
 class CommitVersionConflictError(CommitFailedError):
-    """Another commit already holds this version; rebase onto ``latest_table_version`` (409, true/true)."""
+    """Another commit already holds this version; rebase onto ``latest_table_version`` (409, true/true).
+
+    From the owner's ``/api/v1``, the answer also carries the ratified commits at and after the version that
+    was asked for, ascending, as ``getCommits`` spells them (``unseen_commits``, at most a bounded number), and
+    ``unseen_commits_complete``: whether they are every version from the one asked for up to
+    ``latest_table_version``. Complete, a writer rebases on them without asking the owner again. Both are None
+    when the answer did not carry them (another API, an older owner).
+    """
 
     code = "COMMIT_VERSION_CONFLICT"
     http_status = 409
     retryable = True
     conflict = True
+    unseen_commits: list[dict[str, Any]] | None = None
+    unseen_commits_complete: bool | None = None
+
+    def to_envelope(self) -> dict[str, Any]:
+        envelope = super().to_envelope()
+        if self.unseen_commits is not None:
+            envelope["error"]["unseenCommits"] = self.unseen_commits
+            envelope["error"]["unseenCommitsComplete"] = bool(self.unseen_commits_complete)
+        return envelope
 
 
 class TableNotAcceptingCommitsError(CommitFailedError):
@@ -351,7 +369,7 @@ def error_from_envelope(status: int, body: Any) -> CommitOwnerError:
         return cls(f"HTTP {status} without an error envelope", http_status=status)
     code = str(err.get("code", "INTERNAL"))
     cls = _BY_CODE.get(code) or _BY_STATUS.get(status, CommitOwnerError)
-    return cls(
+    error = cls(
         str(err.get("message", "")),
         retryable=bool(err.get("retryable", False)),
         conflict=bool(err.get("conflict", False)),
@@ -359,6 +377,11 @@ def error_from_envelope(status: int, body: Any) -> CommitOwnerError:
         code=code,
         http_status=status,
     )
+    unseen = err.get("unseenCommits")
+    if isinstance(error, CommitVersionConflictError) and isinstance(unseen, list):
+        error.unseen_commits = [c for c in unseen if isinstance(c, dict)]
+        error.unseen_commits_complete = err.get("unseenCommitsComplete") is True and len(error.unseen_commits) == len(unseen)
+    return error
 
 
 __all__ = [name for name in dir() if name.endswith("Error")] + ["error_from_envelope"]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import http.client
 import json
-import random
 import threading
 import time
 import uuid
@@ -20,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from .backoff import full_jitter
 from .errors import (
     CommitStateUnknownError,
     PermissionDeniedError,
@@ -212,8 +212,7 @@ class CommitOwnerClient:
         remaining = (self.deadline if deadline is None else deadline) - (time.monotonic() - started)
         if remaining <= 0:
             return False
-        delay = random.uniform(0, min(self.backoff_max, self.backoff_base * (2**attempt)))
-        time.sleep(min(delay, remaining))
+        time.sleep(min(full_jitter(attempt, self.backoff_base, self.backoff_max), remaining))
         return True
 
     def _connect(self, conn: http.client.HTTPConnection, read_started: float | None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .errors import CommitVersionConflictError
 from .layout import COMMITS_DIR
 
 
@@ -44,6 +45,20 @@ class CommitsPage:
             commits=[Commit.from_json(c) for c in d.get("commits", [])],
             latest_table_version=int(d["latestTableVersion"]),
         )
+
+
+def carried_commits(err: CommitVersionConflictError, version: int) -> list[Commit] | None:
+    """The commits a refusal of ``version`` carried, when they are every version from ``version`` up to the
+    latest (contiguous, ascending); None when the answer carried none or only part of them."""
+    if not err.unseen_commits_complete or not err.unseen_commits:
+        return None
+    try:
+        commits = [Commit.from_json(c) for c in err.unseen_commits]
+    except (KeyError, TypeError, ValueError):
+        return None
+    if [c.version for c in commits] != list(range(version, version + len(commits))):
+        return None
+    return commits
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,7 +44,8 @@ from .layout import (
 from .models import Commit
 from .storage import LogStorage
 
-__all__ = ["Listing", "complete_checkpoints", "Snapshot", "latest_version", "load_snapshot", "owner_client_for", "AfterListing"]
+__all__ = ["Listing", "advance_snapshot", "complete_checkpoints", "Snapshot", "latest_version", "load_snapshot",
+           "owner_client_for", "AfterListing"]
 
 
 @dataclass(frozen=True)
@@ -362,10 +363,14 @@ def _resolve(storage: LogStorage, listing: Listing, version: int | None, client:
             staged.append(c.version)
     elif version is not None and version > top:
         raise VersionNotFoundError(f"version {version} of {storage.location} does not exist (latest published {top})")
+    return _snapshot(storage.location, state, owner_latest, staged)
+
+
+def _snapshot(location: str, state: LogState, owner_latest: int | None, staged: list[int]) -> Snapshot:
     # The properties at the resolved version decide the owner (a release commit removes it).
     final_md = state.metadata or {}
     return Snapshot(
-        location=storage.location,
+        location=location,
         version=state.version,
         protocol=dict(state.protocol or {}),
         metadata=dict(final_md),
@@ -378,6 +383,33 @@ def _resolve(storage: LogStorage, listing: Listing, version: int | None, client:
         owner_latest_version=owner_latest,
         unbackfilled_versions=staged,
     )
+
+
+def advance_snapshot(snap: Snapshot, commits: Sequence[Commit], *,
+                     storage_options: Mapping[str, Any] | None = None) -> Snapshot | None:
+    """``snap`` moved forward by ``commits`` (the versions right after ``snap.version``, ascending, e.g. those a
+    version conflict carried), reading each commit's file: its staged file, else its published ``<v>.json``.
+
+    Replays with the same rules as :func:`load_snapshot`. Returns None when the commits do not follow
+    ``snap.version`` or a file cannot be read; the caller then loads the table again.
+    """
+    if not commits or [c.version for c in commits] != list(range(snap.version + 1, snap.version + 1 + len(commits))):
+        return None
+    storage = LogStorage(snap.location, storage_options)
+    state = LogState(version=snap.version, protocol=dict(snap.protocol), metadata=dict(snap.metadata),
+                     adds={_file_key(a): a for a in snap.files}, txns=dict(snap.txns),
+                     domains=dict(snap.domain_metadata), ict=snap.in_commit_timestamp, timestamp=snap.commit_timestamp)
+    for c in commits:
+        try:
+            data = _read_staged(storage, c)
+        except FileNotFoundError:
+            try:
+                data = storage.read(delta_file_name(c.version))
+            except FileNotFoundError:
+                return None
+        state.apply(c.version, parse_actions(data))
+    return _snapshot(snap.location, state, commits[-1].version,
+                     [*snap.unbackfilled_versions, *(c.version for c in commits)])
 
 
 def latest_version(location: str, **kwargs: Any) -> int:

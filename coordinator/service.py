@@ -13,7 +13,7 @@ import hashlib
 import logging
 import time
 import uuid
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("commit_owner.service")
 
+#: At most this many commits ride on a version conflict's answer (``unseenCommits``); a writer further behind
+#: reads the rest with getCommits.
+UNSEEN_COMMITS_LIMIT = 100
+#: A table that saw a conflict keeps its last this many commits ratified here in memory to answer the next ones.
+RECENT_COMMITS_KEPT = 16
+
 
 @dataclass(frozen=True)
 class TablePlace:
@@ -62,11 +68,15 @@ class _Turn:
     database. The database stays the judge of every proposal that might win.
     """
 
-    __slots__ = ("lock", "latest")
+    __slots__ = ("lock", "latest", "recent", "queued")
 
     def __init__(self) -> None:
         self.lock = asyncio.Lock()
         self.latest = -1
+        self.queued = 0  # proposals waiting for the lock
+        # The last commits this process ratified (their JSON), kept once the table saw a conflict: losers are
+        # then told what they missed from memory, without a query per conflict.
+        self.recent: deque[dict[str, Any]] | None = None
 
     def stale(self, version: int) -> CommitVersionConflictError | None:
         if version > self.latest:
@@ -77,6 +87,22 @@ class _Turn:
     def saw(self, version: int | None) -> None:
         if version is not None and version > self.latest:
             self.latest = version
+
+    def ratified(self, commit: dict[str, Any]) -> None:
+        if self.recent is not None and (not self.recent or commit["version"] > self.recent[-1]["version"]):
+            self.recent.append(commit)  # (an idempotent replay of an older version is not news)
+        self.saw(commit["version"])
+
+    def unseen(self, version: int, limit: int) -> list[dict[str, Any]] | None:
+        """The commits from ``version`` to ``latest`` when this process ratified every one of them (and they
+        are within ``limit``); else None. Starts keeping commits on a table's first conflict."""
+        if self.recent is None:
+            self.recent = deque(maxlen=RECENT_COMMITS_KEPT)
+            return None
+        if self.latest < version or self.latest - version + 1 > limit:
+            return None
+        commits = [c for c in self.recent if c["version"] >= version]
+        return commits if [c["version"] for c in commits] == list(range(version, self.latest + 1)) else None
 
 
 def parse_uuid(value: str, what: str) -> str:
@@ -116,6 +142,7 @@ class CommitService:
         # A table's location and folder never change: cache them so a commit costs no extra read.
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
+        self.unseen_limit = UNSEEN_COMMITS_LIMIT
 
     # -- registration -------------------------------------------------------------------------------
 
@@ -210,7 +237,12 @@ class CommitService:
         turn = self._turn(table_id)
         if (stale := turn.stale(version)) is not None:
             return await self._stale(table_id, version, data, key, stale)
-        async with turn.lock:
+        turn.queued += 1
+        try:
+            await turn.lock.acquire()
+        finally:
+            turn.queued -= 1
+        try:
             if (stale := turn.stale(version)) is not None:
                 return await self._stale(table_id, version, data, key, stale)
             try:
@@ -218,8 +250,16 @@ class CommitService:
             except CommitVersionConflictError as e:
                 turn.saw(e.latest_table_version)
                 raise
-            turn.saw(result["version"])
-            return result
+            turn.ratified(result)
+            losers = turn.queued
+        finally:
+            turn.lock.release()
+        # The proposals that queued behind this one mostly asked for the same version: let them hear that they
+        # lost (a loop pass each) before the winner hears that it won, so that the winner of a closed loop is
+        # not always the first to propose the next version (fairness between racing writers, decision 28).
+        for _ in range(losers):
+            await asyncio.sleep(0)
+        return result
 
     async def _stale(self, table_id: str, version: int, data: bytes, key: str | None,
                      stale: CommitVersionConflictError) -> dict[str, Any]:
@@ -304,6 +344,29 @@ class CommitService:
             "commits": [r.to_json(table.location, table.commit_dir) for r in rows],
             "latestTableVersion": table.reported_latest,
         }
+
+    async def add_unseen_commits(self, err: CommitVersionConflictError, table_id: str, version: int) -> None:
+        """Put on ``err`` (a refusal of ``version``) the ratified commits from ``version`` on, at most
+        ``unseen_limit``, read in one statement with the table's latest version, and whether they are all of them.
+
+        Only a refusal pays this read, and not even that when this process ratified every commit the loser
+        missed (a busy table: they are in the table's turn, and ``latest_table_version`` is the newest this
+        process knows). When the store cannot answer, the conflict is still the answer: it then carries no
+        commit and says it is incomplete (the writer reads the table as it would without them).
+        """
+        turn = self._turns.get(table_id)
+        if turn is not None and (known := turn.unseen(version, self.unseen_limit)) is not None:
+            err.latest_table_version = turn.latest
+            err.unseen_commits, err.unseen_commits_complete = known, True
+            return
+        try:
+            table, rows = await self.store.commits_from(table_id, version, self.unseen_limit)
+        except (UnavailableError, TableNotFoundError):
+            err.unseen_commits, err.unseen_commits_complete = [], False
+            return
+        err.latest_table_version = table.reported_latest
+        err.unseen_commits = [r.to_json(table.location, table.commit_dir) for r in rows]
+        err.unseen_commits_complete = [r.version for r in rows] == list(range(version, table.latest_version + 1))
 
     async def find_table(self, location: str) -> TableRow:
         return await self.store.find_table(normalize_location(location))

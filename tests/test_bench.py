@@ -10,7 +10,10 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from coordinator.bench.stats import parse_counters, per_commit, percentile
+from client.backoff import CONFLICT_BACKOFF_BASE, CONFLICT_BACKOFF_MAX, conflict_delay, full_jitter
+from coordinator.bench.load import rebased
+from coordinator.bench.report import fairness_lines
+from coordinator.bench.stats import Sample, fairness, parse_counters, per_commit, percentile
 from coordinator.cli.main import main
 
 
@@ -45,6 +48,42 @@ def test_per_commit_divides_the_counter_deltas_by_ratified_commits() -> None:
     assert w["refusals_per_commit"] == 0.5
     assert w["db_round_trips"] == 3.0  # no explicit transactions counted here
     assert per_commit(after, after) == {}
+
+
+def test_fairness_is_each_writers_share_and_jains_index() -> None:
+    assert fairness([5, 5, 5, 5]) == {"writers": 4, "min_share": 0.25, "max_share": 0.25, "jain": 1.0}
+    assert fairness([12, 0, 0, 0]) == {"writers": 4, "min_share": 0.0, "max_share": 1.0, "jain": 0.25}
+    assert fairness([1, 3]) == {"writers": 2, "min_share": 0.25, "max_share": 0.75, "jain": 0.8}
+    assert fairness([0, 0])["jain"] is None
+    one = Sample(latencies=[0.01], per_writer=[1]).summary()
+    assert "fairness" not in one  # a single writer has nobody to share with
+    row = {"scenario": "2. one table, 4 writers", "system": "owner",
+           **Sample(latencies=[0.002] * 4, per_writer=[1, 3, 0, 0]).summary(),
+           "per_second": 10.0, "p50_ms": 2.0, "p99_ms": 9.0}
+    assert fairness_lines([row])[-1] == "| 4 | 10.00 | 2.00 | 9.00 | 0.000 | 0.750 | 0.250 | 0.40 |"
+    assert fairness_lines([{**row, "scenario": "3. 8 tables, 8 writers"}]) == []
+
+
+def test_a_bench_writer_rebases_on_the_carried_commits_else_on_the_latest_version() -> None:
+    carried = {"conflict": True, "latestTableVersion": 9, "unseenCommitsComplete": True,
+               "unseenCommits": [{"version": 5}, {"version": 6}, {"version": 7}]}
+    assert rebased(5, carried, 4) == 7  # the last carried commit, even if the answer's latest says more
+    assert rebased(5, {**carried, "unseenCommitsComplete": False}, 4) == 9
+    assert rebased(4, carried, 3) == 9  # carried commits that do not start at the version asked for
+    assert rebased(5, {"conflict": True, "latestTableVersion": 8}, 4) == 8  # an owner that carries none
+    assert rebased(5, {"conflict": True}, 4) == 4
+
+
+def test_conflict_backoff_is_full_jitter_bounded_by_a_doubling_window() -> None:
+    import random
+
+    rng = random.Random(7)
+    for losses in range(1, 12):
+        bound = min(CONFLICT_BACKOFF_MAX, CONFLICT_BACKOFF_BASE * 2 ** (losses - 1))
+        draws = [conflict_delay(losses, rng) for _ in range(400)]
+        assert all(0.0 <= d <= bound for d in draws)
+        assert max(draws) > 0.8 * bound and min(draws) < 0.2 * bound  # spread over the whole window
+    assert full_jitter(10_000, 0.05, 2.0, rng) <= 2.0
 
 
 @pytest.mark.parametrize("args, message", [

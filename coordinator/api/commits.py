@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from client.errors import InvalidArgumentError
+from client.errors import CommitVersionConflictError, InvalidArgumentError
 
 from ..service import parse_uuid
 from .errors import json_response, only_params, query_int
@@ -27,7 +27,13 @@ async def commit(request: web.Request) -> web.Response:
     key = request.headers.get("Idempotency-Key")
     request[TABLE_ID] = table_id
     request[VERSION] = version
-    result = await request.app[SERVICE].commit(table_id, version, data, key)
+    service = request.app[SERVICE]
+    try:
+        result = await service.commit(table_id, version, data, key)
+    except CommitVersionConflictError as e:
+        # The loser gets what it has not seen (this API's envelope; the Unity Catalog facade answers UC's own).
+        await service.add_unseen_commits(e, table_id, version)
+        raise
     return json_response(result)
 
 

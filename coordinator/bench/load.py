@@ -1,8 +1,10 @@
 """HTTP load against the owner: closed-loop writers, getCommits readers, a paced writer with a lag watcher.
 
-Writers behave like Delta writers: they commit version ``known + 1``; a 409 conflict carries the table's
-latest version, so the writer rebases on it and tries again without re-reading. A commit's latency is
-the time from the first attempt to the acknowledgment, as the writer sees it.
+Writers behave like Delta writers: they commit version ``known + 1``; a 409 conflict carries the commits the
+writer has not seen (``unseenCommits``), so the writer rebases on the last of them (a blind append conflicts
+with none) without re-reading, after a jittered wait (client/backoff.py), as the client's committer does.
+A conflict that did not carry them all falls back to its ``latestTableVersion``. A commit's latency is the
+time from the first attempt to the acknowledgment, as the writer sees it.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 import aiohttp
 import orjson
 
+from client.backoff import conflict_delay
 from client.layout import delta_file, local_path
 
 from .stats import Sample
@@ -55,6 +58,16 @@ def commit_body(ts: int, n: int) -> bytes:
     return orjson.dumps(info) + b"\n" + orjson.dumps({"add": add_action(n, ts)}) + b"\n"
 
 
+def rebased(version: int, err: dict[str, Any], known: int) -> int:
+    """The version a blind append that lost ``version`` now knows: the last commit the conflict carried when
+    it carried every one from ``version`` on, else the answer's latestTableVersion (no re-read either way)."""
+    unseen = err.get("unseenCommits")
+    if err.get("unseenCommitsComplete") and unseen and unseen[0].get("version") == version:
+        return int(unseen[-1]["version"])
+    latest = err.get("latestTableVersion")
+    return latest if isinstance(latest, int) else known
+
+
 class Driver:
     """One aiohttp session to the owner."""
 
@@ -85,7 +98,7 @@ class Driver:
     async def commit(self, table_id: str, known: int, sample: Sample, give_up_at: float) -> int:
         """Commit one version after ``known``, rebasing on conflicts; returns the version ratified."""
         t0 = time.perf_counter()
-        n = 0
+        n = losses = 0
         while True:
             v = known + 1
             status, reply = await self.commit_once(table_id, v, n)
@@ -96,9 +109,9 @@ class Driver:
             err = reply.get("error") or {}
             if status == 409 and err.get("conflict"):
                 sample.conflicts += 1
-                latest = err.get("latestTableVersion")
-                if isinstance(latest, int):
-                    known = latest  # rebase on the version in the answer, no re-read
+                known = rebased(v, err, known)
+                losses += 1
+                await asyncio.sleep(conflict_delay(losses))
             elif err.get("retryable"):
                 sample.retries += 1
                 await asyncio.sleep(0.002)
@@ -144,15 +157,18 @@ async def run_writers(driver: Driver, tables: list[str], writers_per_table: int,
     t0 = time.perf_counter()
     stop_at = t0 + duration
 
-    async def one(table: str) -> None:
+    async def one(table: str, writer: int) -> None:
         known = start_versions[table]
         while time.perf_counter() < stop_at:
             before = sample.count
             known = await driver.commit(table, known, sample, stop_at + 30.0)
             if sample.count > before:
                 acked[table] += 1
+                sample.per_writer[writer] += 1
 
-    await asyncio.gather(*(one(t) for t in tables for _ in range(writers_per_table)))
+    writers = [t for t in tables for _ in range(writers_per_table)]
+    sample.per_writer = [0] * len(writers)
+    await asyncio.gather(*(one(t, i) for i, t in enumerate(writers)))
     sample.elapsed = time.perf_counter() - t0
     return sample, acked
 

@@ -27,6 +27,7 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {r['scenario']} | {r['system']} | {_cell(r['per_second'])} | {_cell(r['p50_ms'])} | "
                      f"{_cell(r['p95_ms'])} | {_cell(r['p99_ms'])} | {r['conflicts']} | {r['retries']} | "
                      f"{r['failures']} |")
+    lines += fairness_lines(report["results"])
     lines += ["", "Work per ratified commit (owner scenarios, from the service's /metrics counters):", "",
               "| scenario | storage requests | of which put_if_absent | DB statements | explicit DB transactions | "
               "DB round trips | refusals |",
@@ -61,6 +62,26 @@ def _open_ratios(report: dict[str, Any]) -> list[str]:
     for reader, r in ratios.items():
         lines.append(f"| {reader} | {_cell(r.get('no checkpoints'))} | {_cell(r.get('checkpoints'))} |")
     return lines
+
+
+def fairness_lines(results: list[dict[str, Any]]) -> list[str]:
+    """Scenario 2 (writers racing on one table): latency and each writer's share of the commits."""
+    rows = [r for r in results if r.get("fairness") and r["system"] == "owner" and r["scenario"].startswith("2.")]
+    if not rows:
+        return []
+    out = ["", "Racing writers, one table (a fair share is 1/writers; Jain's index is 1 when all got the same):", "",
+           "| writers | commits/s | p50 ms | p99 ms | smallest share | largest share | fair share | Jain |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        f = r["fairness"]
+        out.append(f"| {f['writers']} | {_cell(r['per_second'])} | {_cell(r['p50_ms'])} | {_cell(r['p99_ms'])} | "
+                   f"{_share(f['min_share'])} | {_share(f['max_share'])} | {_share(1 / f['writers'])} | "
+                   f"{_cell(f['jain'])} |")
+    return out
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def text(report: dict[str, Any]) -> str:

@@ -61,6 +61,10 @@ class Bench:
         self.say(f"  {scenario:<34} {system:<9} {row['per_second']:>9.1f}/s  p50 {_f(row['p50_ms'])}  "
                  f"p95 {_f(row['p95_ms'])}  p99 {_f(row['p99_ms'])} ms  conflicts {row['conflicts']}  "
                  f"retries {row['retries']}")
+        if "fairness" in row:
+            f = row["fairness"]
+            self.say(f"  {'':<34} {'':<9} fairness over {f['writers']} writers: share min {_f(f['min_share'])} "
+                     f"max {_f(f['max_share'])}, Jain {_f(f['jain'])}")
         return row
 
     def _new_tables(self, n: int) -> list[str]:

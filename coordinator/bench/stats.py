@@ -25,6 +25,7 @@ class Sample:
     retries: int = 0  # other retryable refusals (backlog full, unavailable) that were retried
     failures: int = 0  # operations that gave up
     elapsed: float = 0.0
+    per_writer: list[int] = field(default_factory=list)  # successful operations of each closed-loop writer
 
     @property
     def count(self) -> int:
@@ -42,7 +43,18 @@ class Sample:
             "conflicts": self.conflicts,
             "retries": self.retries,
             "failures": self.failures,
+            **({"fairness": fairness(self.per_writer)} if len(self.per_writer) > 1 else {}),
         }
+
+
+def fairness(counts: list[int]) -> dict[str, Any]:
+    """How evenly writers shared the commits: each writer's share of them (smallest, largest; a fair share is
+    1/writers) and Jain's index, (sum x)^2 / (n * sum x^2): 1 when all got the same, 1/n when one got all."""
+    total, n = sum(counts), len(counts)
+    if total == 0:
+        return {"writers": n, "min_share": None, "max_share": None, "jain": None}
+    return {"writers": n, "min_share": round(min(counts) / total, 4), "max_share": round(max(counts) / total, 4),
+            "jain": round(total * total / (n * sum(c * c for c in counts)), 3)}
 
 
 def _r(x: float) -> float | None:

@@ -319,6 +319,12 @@ class OwnershipStore:
             out.append(CommitRow(**{c.name: m["c_" + c.name] for c in commits.c}))
         return table, out
 
+    async def commits_from(self, table_id: str, start: int, limit: int) -> tuple[TableRow, list[CommitRow]]:
+        """The table and its ratified commits from ``start`` on (published or not), ascending, at most ``limit``,
+        read in one statement: what a writer that lost the race for ``start`` has not seen. Versions are
+        contiguous, one row each, so the range ``[start, start + limit - 1]`` is the bound."""
+        return await self.get_commits(table_id, start, start + max(1, limit) - 1, backfilled=True)
+
     async def unbackfilled(self, table_id: str, up_to: int | None = None, limit: int | None = None) -> list[CommitRow]:
         cond = [commits.c.table_id == table_id, commits.c.backfilled_at.is_(None)]
         if up_to is not None:
