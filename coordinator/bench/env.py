@@ -131,7 +131,9 @@ class BenchEnv:
         if self.database == "sqlite":
             import sqlite3
 
-            conn = sqlite3.connect(str(self.workdir / "owner.db"), timeout=30, isolation_level=None)
+            # check_same_thread off: scenario 0b opens a connection per table here and uses it in that table's thread
+            conn = sqlite3.connect(str(self.workdir / "owner.db"), timeout=30, isolation_level=None,
+                                   check_same_thread=False)
             conn.execute("PRAGMA synchronous=FULL")
             return conn
         import psycopg

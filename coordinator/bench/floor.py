@@ -22,8 +22,11 @@ from .env import BenchEnv
 from .load import Clock, commit_body
 from .stats import Sample
 
-_UPDATE = ("UPDATE owned_tables SET latest_version = {p}, last_commit_timestamp = {p}, last_commit_at = {p}, "
-           "updated_at = {p} WHERE table_id = {p} AND latest_version = {p} AND accepting "
+# The owner's conditional UPDATE, which also moves latest_backfilled_version along (one more column of the same
+# row): the service's backfiller, whose sweep looks for tables whose latest version is ahead of the backfilled one,
+# then never works on the floor's tables while the floor is measured or afterwards.
+_UPDATE = ("UPDATE owned_tables SET latest_version = {p}, latest_backfilled_version = {p}, last_commit_timestamp = {p}, "
+           "last_commit_at = {p}, updated_at = {p} WHERE table_id = {p} AND latest_version = {p} AND accepting "
            "AND latest_version - latest_backfilled_version < {p} "
            "AND (last_commit_timestamp IS NULL OR last_commit_timestamp < {p})")
 _INSERT = ("INSERT INTO commits (table_id, version, file_name, idempotency_key, file_size, file_modification_time, "
@@ -32,6 +35,8 @@ _INSERT = ("INSERT INTO commits (table_id, version, file_name, idempotency_key, 
 _TABLE = ("INSERT INTO owned_tables (table_id, location, commit_dir, base_version, latest_version, "
           "latest_backfilled_version, accepting, status, created_at, updated_at) "
           "VALUES ({p}, {p}, '_commits', 0, 0, 0, {t}, 'ACTIVE', 0, 0)")
+
+_DONE_COMMITS = "UPDATE commits SET backfilled_at = {p} WHERE table_id = {p} AND backfilled_at IS NULL"
 
 
 def _sql(env: BenchEnv, text: str) -> str:
@@ -82,7 +87,7 @@ class FloorTable:
         s1 = time.perf_counter()
         db = self.db
         db.execute("BEGIN IMMEDIATE" if self.env.database == "sqlite" else "BEGIN")
-        cur = db.execute(self.update, (v, ts, ts, ts, self.table_id, v - 1, 1_000_000, ts))
+        cur = db.execute(self.update, (v, v, ts, ts, ts, self.table_id, v - 1, 1_000_000, ts))
         if cur.rowcount != 1:
             raise RuntimeError(f"floor: the conditional update of version {v} matched {cur.rowcount} rows")
         db.execute(self.insert, (self.table_id, v, name, uid, len(data), ts, ts, "0" * 64, ts, None))
@@ -90,10 +95,16 @@ class FloorTable:
         return s1 - s0, time.perf_counter() - s1
 
     def close(self) -> None:
+        """Mark the floor's commit rows backfilled, so that /metrics (oldest unbackfilled commit) and the
+        backfiller leave them alone in later scenarios."""
         if self.dir_fd >= 0:
             os.close(self.dir_fd)
             self.dir_fd = -1
-        self.db.close()
+        try:
+            if self.v:
+                self.db.execute(_sql(self.env, _DONE_COMMITS), (self.clock.next(), self.table_id))
+        finally:
+            self.db.close()
 
 
 def run_floor(env: BenchEnv, duration: float, min_ops: int = 20) -> dict[str, Any]:
