@@ -91,6 +91,9 @@ class Metrics:
                                           "Catalog operation and kind (s3 or local: no secret).",
                                           ["operation", "kind"], registry=r)
         self._janitor_seen = 0
+        # Labelled children by label values: labels() validates and takes a lock on every call, a dict lookup does
+        # not (the label sets are small: routes, statuses, outcomes, storage operations).
+        self._children: dict[tuple[Any, ...], Any] = {}
         for outcome in ("ok", "COMMIT_VERSION_CONFLICT"):
             self.commits.labels(outcome)  # the usual series exist from the start (rate() needs a zero)
         self.storage_errors.labels("put_if_absent")
@@ -103,11 +106,23 @@ class Metrics:
             self.janitor_removed.inc(removed_total - self._janitor_seen)
             self._janitor_seen = removed_total
 
+    def child(self, family: Any, *values: str) -> Any:
+        """``family.labels(*values)``, kept after its first use."""
+        key = (id(family), *values)
+        c = self._children.get(key)
+        if c is None:
+            c = self._children[key] = family.labels(*values)
+        return c
+
     def observe_commit(self, outcome: str, seconds: float) -> None:
-        self.commits.labels(outcome).inc()
-        self.commit_latency.labels(outcome).observe(seconds)
+        self.child(self.commits, outcome).inc()
+        self.child(self.commit_latency, outcome).observe(seconds)
         if outcome == "COMMIT_VERSION_CONFLICT":
             self.conflicts.inc()
+
+    def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
+        self.child(self.requests, method, route, str(status)).inc()
+        self.child(self.request_latency, method, route).observe(seconds)
 
     def observe_published(self, ratified_at_ms: int) -> None:
         self.backfill_published.inc()
@@ -202,7 +217,7 @@ class MeteredStorage(StorageBackend):
         return getattr(self.inner, name)
 
     async def _call(self, op: str, *args: Any) -> Any:
-        self.metrics.storage_requests.labels(op).inc()
+        self.metrics.child(self.metrics.storage_requests, op).inc()
         try:
             return await getattr(self.inner, op)(*args)
         except self._ANSWERS:

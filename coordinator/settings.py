@@ -118,7 +118,8 @@ class Settings:
         parse=int)
     log_level: str = setting(
         "INFO",
-        "Log level (DEBUG, INFO, WARNING, ERROR).")
+        "Log level (DEBUG, INFO, WARNING, ERROR). INFO writes one access line per request (a few microseconds of "
+        "CPU each); WARNING and above leave the access log out, the request metrics still count every request.")
     log_format: str = setting(
         "auto",
         "Log format: auto (JSON lines when not on a terminal), json or text.")

@@ -6,11 +6,13 @@ import json
 import math
 import subprocess
 import sys
+import time
 
 import pytest
 from click.testing import CliRunner
 
 from client.backoff import CONFLICT_BACKOFF_BASE, CONFLICT_BACKOFF_MAX, conflict_delay, full_jitter
+from coordinator.bench.cpu import CpuWindow, tree_cpu_seconds
 from coordinator.bench.load import rebased
 from coordinator.bench.report import fairness_lines
 from coordinator.bench.stats import Sample, fairness, parse_counters, per_commit, percentile
@@ -84,6 +86,32 @@ def test_conflict_backoff_is_full_jitter_bounded_by_a_doubling_window() -> None:
         assert all(0.0 <= d <= bound for d in draws)
         assert max(draws) > 0.8 * bound and min(draws) < 0.2 * bound  # spread over the whole window
     assert full_jitter(10_000, 0.05, 2.0, rng) <= 2.0
+def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
+    """A child that burns CPU raises its parent's tree figure; a finished one stays counted (reaped)."""
+    burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\nimport sys; sys.stdin.read()"
+    parent = subprocess.Popen([sys.executable, "-c",
+                               "import subprocess, sys\n"
+                               f"p = subprocess.Popen([sys.executable, '-c', {burn!r}], stdin=subprocess.PIPE)\n"
+                               "sys.stdin.readline(); p.stdin.close(); p.wait(); sys.stdin.read()"],
+                              stdin=subprocess.PIPE, text=True)
+    try:
+        with CpuWindow(parent.pid) as w:
+            deadline = time.monotonic() + 20
+            while (tree_cpu_seconds(parent.pid) or 0) - (w._service0 or 0) < 0.35 and time.monotonic() < deadline:
+                time.sleep(0.05)
+            alive = tree_cpu_seconds(parent.pid)
+            parent.stdin.write("\n")  # the child ends and is reaped: its time moves into the parent's cutime
+            parent.stdin.flush()
+            time.sleep(0.5)
+        assert alive is not None and alive - (w._service0 or 0) >= 0.35
+        assert w.service is not None and w.service >= 0.35
+        fig = w.figures(commits=100, requests=400)
+        assert fig["service_cpu_ms_per_commit"] == pytest.approx(w.service / 100 * 1000, abs=0.01)
+        assert fig["load_generator_cores_per_1k_rps"] == pytest.approx(w.load_generator / 400 * 1000, abs=0.01)
+    finally:
+        parent.stdin.close()
+        parent.wait(10)
+    assert tree_cpu_seconds(parent.pid) is None  # gone: no figure, not a wrong one
 
 
 @pytest.mark.parametrize("args, message", [
@@ -130,7 +158,18 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
             assert _row(report, prefix, reader)["ops"] == 3
         assert report["openRatios"][reader]["checkpoints"] > 0
     assert any(t["target"] == "delta-rs open v30 / v10, checkpoints" for t in report["targets"])
-    assert len(report["targets"]) == 7 + 2 and all(isinstance(t["met"], bool) for t in report["targets"])
+    assert _row(report, "0b. parallel floor, 8 tables", "floor")["ops"] > 0
+    assert len(report["targets"]) == 8 + 2 and all(isinstance(t["met"], bool) for t in report["targets"])
+    share = next(t for t in report["targets"] if t["target"] == "8 tables rate / parallel floor rate")
+    assert share["measured"] == pytest.approx(_row(report, "3. 8 tables")["per_second"]
+                                              / _row(report, "0b. parallel floor", "floor")["per_second"], abs=0.01)
+    # Service CPU per ratified commit, tuned and with the settings a user gets by default.
+    for prefix, settings in (("3. 8 tables, 8 writers", "tuned"), ("3. 8 tables, 8 writers, default settings", "default")):
+        row = next(r for r in report["results"] if r["scenario"] == prefix and r["system"] == "owner")
+        assert row["settings"] == settings
+        cpu = row["cpu"]
+        assert cpu["service_cpu_ms_per_commit"] > 0 and cpu["load_generator_cores_per_1k_rps"] > 0, cpu
+        assert cpu["service_cpu_ms_per_commit"] == pytest.approx(cpu["service_cpu_s"] / row["ops"] * 1000, rel=0.01)
     assert report["growth"]["commit_rows_total"] >= 200 * 20
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

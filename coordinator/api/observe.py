@@ -61,27 +61,32 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
     finally:
         metrics.in_flight.dec()
         elapsed = time.perf_counter() - started
-        route = _route(request)
-        metrics.requests.labels(request.method, route, str(status)).inc()
-        metrics.request_latency.labels(request.method, route).observe(elapsed)
+        metrics.observe_request(request.method, _route(request), status, elapsed)
         outcome = request.get(OUTCOME) or ("ok" if status < 400 else str(status))
         table_id = request.get(TABLE_ID) or request.match_info.get("table_id")
-        version = request.get(VERSION)
-        if version is None and "version" in request.query:
-            version = request.query.get("version")
-        query = redact(request.query_string) if request.query_string else ""
-        access_log.info(
-            "%s %s%s %d %s %.1fms", request.method, request.path, f"?{query}" if query else "", status, outcome,
-            elapsed * 1000,
-            extra={"request_id": request.get(REQUEST_ID), "table_id": table_id, "version": version,
-                   "outcome": outcome, "duration_ms": round(elapsed * 1000, 3), "method": request.method,
-                   "path": request.path, "status": status},
-        )
+        if access_log.isEnabledFor(logging.INFO):  # built only when written (log_level WARNING skips it all)
+            _access_line(request, status, outcome, table_id, elapsed)
         if status >= 500 or outcome in _NOTABLE:
             message = _error_message(resp) if resp is not None else None
             request.app[RECENT_ERRORS].add(request_id=request.get(REQUEST_ID), method=request.method,
                                            path=request.path, status=status, outcome=outcome, table_id=table_id,
                                            message=redact(message or ""))
+
+
+def _access_line(request: web.Request, status: int, outcome: str, table_id: str | None, elapsed: float) -> None:
+    """One line per request (the formatter redacts the whole line)."""
+    version = request.get(VERSION)
+    if version is None and "version" in request.query:
+        version = request.query.get("version")
+    path = request.path
+    query = redact(request.query_string) if request.query_string else ""
+    access_log.info(
+        "%s %s%s %d %s %.1fms", request.method, path, f"?{query}" if query else "", status, outcome,
+        elapsed * 1000,
+        extra={"request_id": request.get(REQUEST_ID), "table_id": table_id, "version": version,
+               "outcome": outcome, "duration_ms": round(elapsed * 1000, 3), "method": request.method,
+               "path": path, "status": status},
+    )
 
 
 async def metrics_handler(request: web.Request) -> web.Response:

@@ -56,7 +56,10 @@ class BenchEnv:
     endpoint: str = ""
     s3_endpoint: str = ""
     bucket: str = ""
+    service_pid: int = 0
+    settings: str = "tuned"  # the service's settings: "tuned" (see _start_service) or "default"
     _procs: list[subprocess.Popen] = field(default_factory=list)
+    _service: subprocess.Popen | None = None
     _pg_db: str = ""
 
     # -- lifecycle ----------------------------------------------------------------------------------
@@ -128,7 +131,9 @@ class BenchEnv:
         if self.database == "sqlite":
             import sqlite3
 
-            conn = sqlite3.connect(str(self.workdir / "owner.db"), timeout=30, isolation_level=None)
+            # check_same_thread off: scenario 0b opens a connection per table here and uses it in that table's thread
+            conn = sqlite3.connect(str(self.workdir / "owner.db"), timeout=30, isolation_level=None,
+                                   check_same_thread=False)
             conn.execute("PRAGMA synchronous=FULL")
             return conn
         import psycopg
@@ -172,6 +177,18 @@ class BenchEnv:
         self.bucket = "bench"
         self.s3fs().mkdir(self.bucket)
 
+    def restart_service(self, settings: str) -> None:
+        """Stop the service and start it again, on the same database and storage, with ``settings``
+        ("tuned" or "default"): the default-settings figures of the same world."""
+        if settings not in ("tuned", "default"):
+            raise ValueError(f"settings must be tuned or default, not {settings!r}")
+        p = self._service
+        if p is not None and p.poll() is None:
+            p.terminate()
+            p.wait(30)
+        self.settings = settings
+        self._start_service()
+
     def _start_service(self) -> None:
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
@@ -181,14 +198,18 @@ class BenchEnv:
             "COMMIT_OWNER_HOST": "127.0.0.1",
             "COMMIT_OWNER_PORT": str(port),
             "COMMIT_OWNER_ALLOW_LOCATION": ",".join(roots),
-            "COMMIT_OWNER_LOG_LEVEL": "WARNING",
-            "COMMIT_OWNER_LOG_FORMAT": "text",
-            "COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0",
-            "COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(self.backfill_batch_size),
-            "COMMIT_OWNER_DB_POOL_SIZE": "20",
         }
+        if self.settings == "tuned":
+            env.update({
+                "COMMIT_OWNER_LOG_LEVEL": "WARNING",
+                "COMMIT_OWNER_LOG_FORMAT": "text",
+                "COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0",
+                "COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(self.backfill_batch_size),
+                "COMMIT_OWNER_DB_POOL_SIZE": "20",
+            })
         if self.storage == "s3":
             env.update({"COMMIT_OWNER_S3_ENDPOINT_URL": self.s3_endpoint,
                         "COMMIT_OWNER_S3_ACCESS_KEY_ID": S3_KEY, "COMMIT_OWNER_S3_SECRET_ACCESS_KEY": S3_SECRET})
         p = self._spawn([*_cli(), "serve"], env, "service.log")
+        self._service, self.service_pid = p, p.pid
         wait_http(self.endpoint + "/readyz", p)

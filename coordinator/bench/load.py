@@ -18,15 +18,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import orjson
 
 from client.backoff import conflict_delay
 from client.layout import delta_file, local_path
 
+from .http import HttpError, RawHttp
 from .stats import Sample
 
-NDJSON = {"Content-Type": "application/x-ndjson"}
+NDJSON = b"application/x-ndjson"
+_timeout = getattr(asyncio, "timeout", None)
 
 
 class BenchError(RuntimeError):
@@ -69,31 +70,38 @@ def rebased(version: int, err: dict[str, Any], known: int) -> int:
 
 
 class Driver:
-    """One aiohttp session to the owner."""
+    """Keep-alive HTTP connections to the owner (:class:`RawHttp`: the load generator's CPU is taken from the
+    machine the service runs on, so it is kept small)."""
 
     def __init__(self, endpoint: str, clock: Clock | None = None) -> None:
         self.endpoint = endpoint
         self.clock = clock or Clock()
-        self.session: aiohttp.ClientSession | None = None
+        self.http: RawHttp | None = None
+        self.requests = 0  # HTTP requests sent (the load generator's CPU is reported per request)
 
     async def __aenter__(self) -> Driver:
-        self.session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=False),
-                                             timeout=aiohttp.ClientTimeout(total=120))
+        self.http = RawHttp(self.endpoint)
         return self
 
     async def __aexit__(self, *_exc: Any) -> None:
-        assert self.session is not None
-        await self.session.close()
+        assert self.http is not None
+        await self.http.close()
 
-    def _url(self, table_id: str) -> str:
-        return f"{self.endpoint}/api/v1/tables/{table_id}/commits"
+    async def _call(self, method: str, target: str, body: bytes = b"", content_type: bytes = b"") -> tuple[int, bytes]:
+        assert self.http is not None
+        self.requests += 1
+        try:
+            if _timeout is None:  # Python 3.10
+                return await asyncio.wait_for(self.http.request(method, target, body, content_type), 120)
+            async with _timeout(120):  # a timer handle, not a task per request as wait_for makes
+                return await self.http.request(method, target, body, content_type)
+        except HttpError as e:
+            raise BenchError(str(e)) from e
 
     async def commit_once(self, table_id: str, version: int, n: int) -> tuple[int, dict[str, Any]]:
-        assert self.session is not None
         body = commit_body(self.clock.next(), n)
-        async with self.session.post(self._url(table_id), params={"version": str(version)}, data=body,
-                                     headers=NDJSON) as r:
-            return r.status, orjson.loads(await r.read())
+        status, raw = await self._call("POST", f"/api/v1/tables/{table_id}/commits?version={version}", body, NDJSON)
+        return status, orjson.loads(raw)
 
     async def commit(self, table_id: str, known: int, sample: Sample, give_up_at: float) -> int:
         """Commit one version after ``known``, rebasing on conflicts; returns the version ratified."""
@@ -122,17 +130,17 @@ class Driver:
                 return known
 
     async def get_commits(self, table_id: str) -> dict[str, Any]:
-        assert self.session is not None
-        async with self.session.get(self._url(table_id)) as r:
-            body = orjson.loads(await r.read())
-            if r.status != 200:
-                raise BenchError(f"getCommits refused: HTTP {r.status} {body}")
-            return body  # type: ignore[no-any-return]
+        status, raw = await self._call("GET", f"/api/v1/tables/{table_id}/commits")
+        body = orjson.loads(raw)
+        if status != 200:
+            raise BenchError(f"getCommits refused: HTTP {status} {body}")
+        return body  # type: ignore[no-any-return]
 
     async def metrics_text(self) -> str:
-        assert self.session is not None
-        async with self.session.get(self.endpoint + "/metrics") as r:
-            return await r.text()
+        status, raw = await self._call("GET", "/metrics")
+        if status != 200:
+            raise BenchError(f"/metrics answered HTTP {status}")
+        return raw.decode()
 
     async def latest(self, table_id: str) -> int:
         return int((await self.get_commits(table_id))["latestTableVersion"])

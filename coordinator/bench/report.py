@@ -38,6 +38,18 @@ def markdown(report: dict[str, Any]) -> str:
             lines.append(f"| {r['scenario']} | {w.get('storage_requests')} | {w.get('storage_put_if_absent', 0)} | "
                          f"{w.get('db_statements')} | {w.get('db_transactions')} | {w.get('db_round_trips')} | "
                          f"{w.get('refusals_per_commit')} |")
+    cpu_rows = [r for r in report["results"] if (r.get("cpu") or {}).get("service_cpu_ms_per_commit") is not None]
+    if cpu_rows:
+        lines += ["", "CPU (owner scenarios, process CPU time around the load; scenario 3 includes its getCommits "
+                      "readers). The load generator is this bench process:", "",
+                  "| scenario | service settings | service CPU ms / commit | service cores | load generator cores | "
+                  "load generator cores per 1,000 req/s |",
+                  "|---|---|---:|---:|---:|---:|"]
+        for r in cpu_rows:
+            c = r["cpu"]
+            lines.append(f"| {r['scenario']} | {r.get('settings', '-')} | {_cell(c['service_cpu_ms_per_commit'])} | "
+                         f"{_cell(c['service_cores'])} | {_cell(c['load_generator_cores'])} | "
+                         f"{_cell(c['load_generator_cores_per_1k_rps'])} |")
     g = report["growth"]
     lines += ["", f"Growth (scenario 6): {g['tables_added']} tables and {g['rows_added']} commit rows added in "
                   f"{g['seconds']} s; the database then held {g['tables_total']} tables and {g['commit_rows_total']} "
@@ -85,7 +97,13 @@ def _share(x: float | None) -> str:
 
 
 def text(report: dict[str, Any]) -> str:
-    out = ["", "targets:"]
+    out = ["", "service CPU per ratified commit:"]
+    for r in report["results"]:
+        c = r.get("cpu") or {}
+        if c.get("service_cpu_ms_per_commit") is not None:
+            out.append(f"  {r['scenario']} [{r.get('settings', '-')}]: {c['service_cpu_ms_per_commit']:.2f} ms "
+                       f"(load generator {c['load_generator_cores_per_1k_rps']} cores per 1,000 req/s)")
+    out += ["", "targets:"]
     for t in report["targets"]:
         out.append(f"  {'MET    ' if t['met'] else 'NOT MET'}  {t['target']}: {_cell(t['measured'])} ({t['rule']})")
     return "\n".join(out)

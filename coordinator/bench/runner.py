@@ -13,6 +13,7 @@ from typing import Any
 
 from client.layout import delta_file
 
+from .cpu import CpuWindow
 from .env import BenchEnv
 from .load import BenchError, Driver, local_published, run_paced, run_readers, run_writers
 from .stats import Sample, parse_counters, per_commit
@@ -35,6 +36,7 @@ class BenchOptions:
     keep_workdir: bool = False
     open_versions: int = 1000  # scenario 7 (coordinator/bench/checkpoints.py); 0 skips it
     open_repeats: int = 15
+    default_settings: bool = True  # scenario 3 once more on a service with default settings
 
     @classmethod
     def smoke(cls, **kw: Any) -> BenchOptions:
@@ -65,6 +67,11 @@ class Bench:
             f = row["fairness"]
             self.say(f"  {'':<34} {'':<9} fairness over {f['writers']} writers: share min {_f(f['min_share'])} "
                      f"max {_f(f['max_share'])}, Jain {_f(f['jain'])}")
+        cpu = extra.get("cpu") or {}
+        if cpu.get("service_cpu_ms_per_commit") is not None:
+            self.say(f"  {'':<34} {'':<9} service CPU {cpu['service_cpu_ms_per_commit']:.2f} ms/commit "
+                     f"({cpu['service_cores']:.2f} cores); load generator {cpu['load_generator_cores']:.2f} cores, "
+                     f"{cpu['load_generator_cores_per_1k_rps']} cores per 1,000 requests/s")
         return row
 
     def _new_tables(self, n: int) -> list[str]:
@@ -86,26 +93,32 @@ class Bench:
                 self.checks[t.table_id] = 0
         return ids
 
-    async def _owner_writers(self, scenario: str, tables: list[str], per_table: int, readers: int = 0) -> None:
+    async def _owner_writers(self, scenario: str, tables: list[str], per_table: int, readers: int = 0,
+                             suffix: str = "") -> None:
         assert self.env is not None
         async with Driver(self.env.endpoint) as d:
             before = parse_counters(await d.metrics_text())
             starts = {t: self.checks[t] for t in tables}
-            if readers:
-                done = asyncio.Event()
-                rtask = asyncio.ensure_future(run_readers(d, tables, readers, done.is_set))
-                sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts)
-                done.set()
-                rsample = await rtask
-            else:
-                sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts)
+            sent = d.requests
+            # The CPU window holds the load only: the /metrics scrapes and the backfill drain stay outside it.
+            with CpuWindow(self.env.service_pid) as cpu:
+                if readers:
+                    done = asyncio.Event()
+                    rtask = asyncio.ensure_future(run_readers(d, tables, readers, done.is_set))
+                    sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts)
+                    done.set()
+                    rsample = await rtask
+                else:
+                    sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts)
             counts = per_commit(before, parse_counters(await d.metrics_text()))
+            cpu_figures = cpu.figures(sample.count, d.requests - sent)
             for t, n in acked.items():
                 self.checks[t] += n
             await d.drain_backfill(tables)
-        self._record(scenario, "owner", sample, work=counts, writers=len(tables) * per_table)
+        self._record(scenario + suffix, "owner", sample, work=counts, writers=len(tables) * per_table, cpu=cpu_figures,
+                     settings=self.env.settings)
         if readers:
-            self._record("4. getCommits during 3", "owner", rsample, readers=readers)
+            self._record("4. getCommits during 3" + suffix, "owner", rsample, readers=readers)
 
     async def _probe(self, label: str) -> dict[str, Any]:
         """Scenario 6's probe: one writer on a fresh table, then sequential getCommits on it."""
@@ -197,12 +210,23 @@ class Bench:
             self._record("0. physical floor (create+tx)", "floor", fl["commit"])
             self._record("0. floor: durable create", "floor", fl["storage"])
             self._record("0. floor: one transaction", "floor", fl["database"])
+            self._record(f"0b. parallel floor, {o.tables} tables", "floor",
+                         floor.run_parallel_floor(self.env, o.tables, o.duration), threads=o.tables)
             tables = self._new_tables(1)
             asyncio.run(self._owner_writers("1. one table, 1 writer", tables, 1))
             for w in o.contention:
                 asyncio.run(self._owner_writers(f"2. one table, {w} writers", self._new_tables(1), w))
             asyncio.run(self._owner_writers(f"3. {o.tables} tables, {o.tables} writers", self._new_tables(o.tables), 1,
                                             readers=o.readers))
+            if o.default_settings:
+                # The same scenario on a service with the settings a user gets by default (INFO access log,
+                # JSON lines, default pool, janitor on): its CPU per commit is the figure users pay.
+                self.env.restart_service("default")
+                asyncio.run(self._warm_up())
+                asyncio.run(self._owner_writers(f"3. {o.tables} tables, {o.tables} writers", self._new_tables(o.tables),
+                                                1, readers=o.readers, suffix=", default settings"))
+                self.env.restart_service("tuned")
+                asyncio.run(self._warm_up())
             asyncio.run(self._lag())
             if o.open_versions:
                 self.say(f"  scenario 7: a {o.open_versions}-version table, opened without and with checkpoints ...")
@@ -283,6 +307,9 @@ def targets(results: list[dict[str, Any]], before: dict[str, Any], after: dict[s
     drs = _find(results, f"3. {o.tables} tables", "delta-rs")
     add(f"{o.tables} tables rate / delta-rs rate", _ratio(many and many["per_second"], drs and drs["per_second"]),
         ">=", 5.0, "scenario 3 commits/s over delta-rs on the same number of tables")
+    par = _find(results, "0b. parallel floor", "floor")
+    add(f"{o.tables} tables rate / parallel floor rate", _ratio(many and many["per_second"], par and par["per_second"]),
+        ">=", 0.5, f"scenario 3 commits/s over scenario 0b (the floor's work on {o.tables} tables at once)")
     add(f"{o.tables} tables p99 (ms)", many and many["p99_ms"], "<", 50.0, "scenario 3 commit p99")
     lag = next((r for r in results if r["scenario"].endswith("backfill lag")), None)
     add(f"backfill lag p99 at {o.lag_rate:g}/s (ms)", lag and lag["p99_ms"], "<", 100.0,

@@ -18,6 +18,7 @@ from typing import TypeVar
 from .base import FileInfo, StorageBackend
 
 T = TypeVar("T")
+_timeout = getattr(asyncio, "timeout", None)
 
 
 class DeadlineStorage(StorageBackend):
@@ -28,7 +29,10 @@ class DeadlineStorage(StorageBackend):
 
     async def _bounded(self, what: str, uri: str, aw: Awaitable[T]) -> T:
         try:
-            return await asyncio.wait_for(aw, self.timeout)
+            if _timeout is None:  # Python 3.10
+                return await asyncio.wait_for(aw, self.timeout)
+            async with _timeout(self.timeout):  # a timer on this task; wait_for wraps each call in a task of its own
+                return await aw
         except asyncio.TimeoutError:  # counted by the metrics wrapper (commit_owner_storage_timeouts_total)
             raise TimeoutError(errno.ETIMEDOUT, f"log storage {what} took longer than {self.timeout}s", uri) from None
 
