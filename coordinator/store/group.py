@@ -1,11 +1,12 @@
 """Group commit: writes of different tables that arrive together share one database round trip.
 
-Leader/follower: the first write to find the group idle starts its round trip at once (it never waits for
-company, so a lone writer pays nothing); writes arriving while a round trip is in flight queue up and leave
-together in the next one. A batch holds at most ``max_rows`` writes and at most one per key (the table):
-two writes of one table never share a statement, so the database judges them one after the other, as it
-would without the group. The batch's runner answers each write on its own (one result per item), and a
-failure of the whole round trip (the database unreachable) is every member's answer.
+Leader/follower: the first write to find the group idle runs its round trip at once, in its own task (it
+never waits for company, so a lone writer pays nothing); writes arriving while a round trip is in flight
+queue up and leave together in the next one, run by a task of the group. A batch holds at most
+``max_rows`` writes and at most one per key (the table): two writes of one table never share a statement,
+so the database judges them one after the other, as it would without the group. The batch's runner
+answers each write on its own (one result per item), and a failure of the whole round trip (the database
+unreachable) is every member's answer.
 
 One round trip is in flight at a time per group: the batching comes from waiting for it.
 """
@@ -30,6 +31,7 @@ class Group(Generic[T, R]):
         self.max_rows = max_rows
         self._queue: list[tuple[T, asyncio.Future[R]]] = []
         self._task: asyncio.Task[None] | None = None
+        self._leading = False  # a lone write's round trip is in flight in its caller's task
         self.round_trips = 0  # batches run, and the largest one: read by tests and operators
         self.largest = 0
 
@@ -40,12 +42,22 @@ class Group(Generic[T, R]):
 
     async def submit(self, item: T) -> R:
         """``item``'s own result; raises what the runner raised for the whole batch."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[R] = loop.create_future()
+        if self._task is None and not self._leading:
+            # The group is idle: this write leads, alone and at once, in its own task (no hop, no wait).
+            self._leading = True
+            self.round_trips += 1
+            self.largest = max(self.largest, 1)
+            try:
+                return (await self._run([item]))[0]
+            finally:
+                self._leading = False
+                if self._queue:
+                    # Writes that queued behind the leader leave together, in a task of their own: a caller
+                    # cancelled mid-flight must not cancel the others' round trip.
+                    self._task = asyncio.get_running_loop().create_task(self._drain(),
+                                                                        name="commit-owner-group-commit")
+        fut: asyncio.Future[R] = asyncio.get_running_loop().create_future()
         self._queue.append((item, fut))
-        if self._task is None:
-            # A task, not the caller: a caller cancelled mid-flight must not cancel the others' round trip.
-            self._task = loop.create_task(self._drain(), name="commit-owner-group-commit")
         return await fut
 
     def _take(self) -> list[tuple[T, asyncio.Future[R]]]:

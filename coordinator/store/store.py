@@ -230,13 +230,12 @@ class OwnershipStore:
         gap or a non-increasing timestamp (false,false), TableNotAcceptingCommitsError (false,false),
         TooManyUnbackfilledCommitsError (true,false), IdempotencyKeyReusedError, TableNotFoundError.
         """
-        params = _ratify_params(row, max_unbackfilled)
         for _attempt in range(3):
             if self.ratify_group is not None and not releases:
                 # A release (once in a table's life) sets more columns: it always takes the one-row path.
                 if await self.ratify_group.submit((row, max_unbackfilled)):
                     return row
-            elif await self._ratify_one(row, params, releases):
+            elif await self._ratify_one(row, _ratify_params(row, max_unbackfilled), releases):
                 return row
             try:
                 return await self._classify(row, max_unbackfilled)
