@@ -266,29 +266,34 @@ class OwnershipStore:
 
         A proposal whose idempotency key is already used loses its UPDATE (the guard), so the usual
         refusals fail nobody else. A key violation can still come from a proposal racing another process
-        for the same key; the batch is then undone by the database and each proposal runs on its own.
+        for the same key, and a deadlock from another process's batch; either way the database undid the
+        whole batch, and each proposal then runs on its own. Rows are sent in table order, so that two
+        processes' batches lock table rows in the same order.
         """
         if len(items) == 1:
             row, cap = items[0]
             return [await self._ratify_one(row, _ratify_params(row, cap), False)]
         now = now_ms()
+        ordered = sorted(items, key=lambda item: item[0].table_id)
         try:
             if self._autocommit is not None:
-                arrays: dict[str, Any] = {"a_" + n: [getattr(r, n) for r, _ in items] for n in _RATIFIED}
-                arrays["a_max_unbackfilled"] = [cap for _, cap in items]
+                arrays: dict[str, Any] = {"a_" + n: [getattr(r, n) for r, _ in ordered] for n in _RATIFIED}
+                arrays["a_max_unbackfilled"] = [cap for _, cap in ordered]
                 arrays["p_now"] = now
                 async with self._tx(single=True) as conn:
                     won = {r[0] for r in (await conn.execute(_ratify_many_statement(), arrays)).all()}
                 return [r.table_id in won for r, _ in items]
-            out = []
+            out = {}
             async with self._tx() as conn:
-                for row, cap in items:
+                for row, cap in ordered:
                     res = await conn.execute(_guarded_update(), _ratify_params(row, cap, now))
                     if res.rowcount == 1:
                         await conn.execute(commits.insert(), _commit_values(row))
-                    out.append(res.rowcount == 1)
-            return out
-        except IntegrityError:
+                    out[row.table_id] = res.rowcount == 1
+            return [out[r.table_id] for r, _ in items]
+        except (IntegrityError, UnavailableError) as e:
+            if isinstance(e, UnavailableError) and not _deadlock(e):
+                raise
             return list(await asyncio.gather(*(self._ratify_one(r, _ratify_params(r, cap), False)
                                                for r, cap in items)))
 
@@ -395,22 +400,31 @@ class OwnershipStore:
             await conn.execute(table, params)
 
     async def _mark_many(self, items: list[tuple[str, int]]) -> list[None]:
-        """The group's round trip of backfill bookkeeping (distinct tables): one statement or transaction."""
+        """The group's round trip of backfill bookkeeping (distinct tables, sent in table order): one
+        statement or transaction. A deadlock with another process's batch marks each table on its own."""
         now = now_ms()
         rows, table, both = _mark_statements()
-        params = [{"p_table_id": t, "p_up_to": up_to, "p_now": now} for t, up_to in items]
-        if self._autocommit is not None and len(items) == 1:
-            async with self._tx(single=True) as conn:
-                await conn.execute(both, params[0])
-        elif self._autocommit is not None:
-            arrays = {"a_table_id": [t for t, _ in items], "a_up_to": [u for _, u in items], "p_now": now}
-            async with self._tx(single=True) as conn:
-                await conn.execute(_mark_many_statement(), arrays)
-        else:
-            async with self._tx() as conn:
-                for p in params:
-                    await conn.execute(rows, p)
-                    await conn.execute(table, p)
+        ordered = sorted(items)
+        params = [{"p_table_id": t, "p_up_to": up_to, "p_now": now} for t, up_to in ordered]
+        try:
+            if self._autocommit is not None and len(items) == 1:
+                async with self._tx(single=True) as conn:
+                    await conn.execute(both, params[0])
+            elif self._autocommit is not None:
+                arrays = {"a_table_id": [t for t, _ in ordered], "a_up_to": [u for _, u in ordered], "p_now": now}
+                async with self._tx(single=True) as conn:
+                    await conn.execute(_mark_many_statement(), arrays)
+            else:
+                async with self._tx() as conn:
+                    for p in params:
+                        await conn.execute(rows, p)
+                        await conn.execute(table, p)
+        except UnavailableError as e:
+            if len(items) == 1 or not _deadlock(e):
+                raise
+            for p in params:
+                async with self._tx(single=True) as conn:
+                    await conn.execute(both, p)
         return [None] * len(items)
 
     async def record_backfill_error(self, table_id: str, message: str) -> None:
@@ -500,6 +514,12 @@ def _ratify_statements(releases: bool) -> tuple[Any, Any]:
     pick = select(*[bindparam("c_" + c.name, type_=c.type).label(c.name) for c in commits.c]).select_from(won)
     both = commits.insert().from_select([c.name for c in commits.c], pick).returning(commits.c.version)
     return upd, both
+
+
+def _deadlock(e: BaseException) -> bool:
+    """Whether the database aborted the statement to break a deadlock (PostgreSQL's SQLSTATE 40P01)."""
+    cause = e.__cause__
+    return getattr(getattr(cause, "orig", None), "sqlstate", None) == "40P01"
 
 
 _RATIFIED = tuple(c.name for c in commits.c if c.name != "backfilled_at")  # a new commit is unbackfilled
