@@ -112,6 +112,11 @@ class Settings:
         10,
         "Database connection pool size.",
         parse=int)
+    group_commit_max_rows: int = setting(
+        64,
+        "Group commit: at most this many ratifications (and backfill marks) of different tables that arrive "
+        "together share one database round trip; 1 runs each on its own.",
+        parse=int)
     storage_threads: int = setting(
         16,
         "Threads of the bounded pool that runs blocking local-disk I/O.",
@@ -228,6 +233,8 @@ class Settings:
             raise ValueError(f"commit_dir must be one of {', '.join(COMMIT_DIRS)}, got {self.commit_dir!r}")
         if self.backfill_batch_size < 1:
             raise ValueError("backfill_batch_size must be >= 1")
+        if self.group_commit_max_rows < 1:
+            raise ValueError("group_commit_max_rows must be >= 1")
         if self.max_unbackfilled_commits < 1:
             raise ValueError("max_unbackfilled_commits must be >= 1")
         if self.max_body_bytes < 1024:

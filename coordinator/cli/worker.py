@@ -24,7 +24,7 @@ async def run_worker(settings: Settings) -> int:
                            timeout=settings.request_timeout_seconds) as engine:
         storage = StorageRouter(settings)
         try:
-            worker = Backfiller(OwnershipStore(engine), storage, settings, background=True)
+            worker = Backfiller(OwnershipStore(engine, group_max_rows=settings.group_commit_max_rows), storage, settings, background=True)
             await worker.start()
             log.info("backfill worker %s running", worker.holder)
             await stop.wait()

@@ -6,6 +6,10 @@ Guarantees (on SQLite and PostgreSQL alike):
   AND accepting AND <backlog below cap> AND <inCommitTimestamp increases>`` followed by the INSERT of the
   commit row. The primary key (table_id, version) is the final arbiter; nothing is checked before acting.
   When the UPDATE matches no row, the row is re-read and the refusal classified.
+* With group commit (``group_max_rows`` > 1), ratifications of different tables that arrive together share
+  one round trip (PostgreSQL: one statement over arrays of rows; SQLite: one transaction), each judged on
+  its own by the same conditions; a proposal whose key is already used loses its UPDATE instead of failing
+  the batch. Backfill bookkeeping is grouped the same way. A lone proposal takes the one-row path.
 * Driver errors never leave this module: connection failures become ``UnavailableError``.
 """
 
@@ -18,7 +22,8 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from sqlalchemy import and_, bindparam, func, or_, select, update
+from sqlalchemy import BigInteger, and_, bindparam, cast, exists, func, or_, select, update
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -35,6 +40,7 @@ from client.errors import (
     UnavailableError,
 )
 
+from .group import Group
 from .rows import CommitRow, NameRow, TableRow
 from .schema import commits, owned_tables, schemas, staging_tables, table_names
 
@@ -52,7 +58,9 @@ def version_message(asked: int, expected: int) -> str:
 
 
 class OwnershipStore:
-    def __init__(self, engine: AsyncEngine) -> None:
+    def __init__(self, engine: AsyncEngine, *, group_max_rows: int = 1) -> None:
+        """``group_max_rows``: at most this many ratifications (and backfill marks) of different tables share
+        one database round trip; 1 runs each on its own (docs/decisions.md, group commit)."""
         self.engine = engine
         self.is_sqlite = engine.dialect.name == "sqlite"
         # SQLite has one writer at a time; serialising writers in-process avoids "database is locked".
@@ -60,6 +68,11 @@ class OwnershipStore:
         # PostgreSQL: a single statement is atomic by itself, so it runs in autocommit mode and costs one
         # round trip instead of three (BEGIN, the statement, COMMIT). The same pool serves both.
         self._autocommit = None if self.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
+        self.ratify_group: Group[tuple[CommitRow, int], bool] | None = None
+        self.mark_group: Group[tuple[str, int], None] | None = None
+        if group_max_rows > 1:
+            self.ratify_group = Group(self._ratify_many, lambda item: item[0].table_id, group_max_rows)
+            self.mark_group = Group(self._mark_many, lambda item: item[0], group_max_rows)
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -217,29 +230,13 @@ class OwnershipStore:
         gap or a non-increasing timestamp (false,false), TableNotAcceptingCommitsError (false,false),
         TooManyUnbackfilledCommitsError (true,false), IdempotencyKeyReusedError, TableNotFoundError.
         """
-        v, ts = row.version, now_ms()
-        params: dict[str, Any] = {
-            "p_table_id": row.table_id, "p_version": v, "p_previous": v - 1, "p_max_unbackfilled": max_unbackfilled,
-            "p_commit_timestamp": row.commit_timestamp, "p_now": ts,
-            "p_status_reason": f"ownership given up at version {v}",
-        }
-        params.update({"c_" + k: val for k, val in _commit_values(row).items()})
         for _attempt in range(3):
-            try:
-                if self._autocommit is not None:
-                    # PostgreSQL: the UPDATE feeds the INSERT in one statement (one round trip, atomic by itself).
-                    async with self._tx(single=True) as conn:
-                        if (await conn.execute(_ratify_statements(releases)[1], params)).first() is not None:
-                            return row
-                else:
-                    upd = _ratify_statements(releases)[0]
-                    async with self._tx() as conn:
-                        res = await conn.execute(upd, params)
-                        if res.rowcount == 1:
-                            await conn.execute(commits.insert(), _commit_values(row))
-                            return row
-            except IntegrityError:
-                pass  # the (table, version) key or the idempotency key decided: classify below
+            if self.ratify_group is not None and not releases:
+                # A release (once in a table's life) sets more columns: it always takes the one-row path.
+                if await self.ratify_group.submit((row, max_unbackfilled)):
+                    return row
+            elif await self._ratify_one(row, _ratify_params(row, max_unbackfilled), releases):
+                return row
             try:
                 return await self._classify(row, max_unbackfilled)
             except _StateMoved:
@@ -247,6 +244,58 @@ class OwnershipStore:
         raise UnavailableError(
             f"table {row.table_id} changed three times while version {row.version} was judged; retry"
         )
+
+    async def _ratify_one(self, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
+        """One proposal in its own round trip; whether it won (False: classify it)."""
+        try:
+            if self._autocommit is not None:
+                # PostgreSQL: the UPDATE feeds the INSERT in one statement (one round trip, atomic by itself).
+                async with self._tx(single=True) as conn:
+                    return (await conn.execute(_ratify_statements(releases)[1], params)).first() is not None
+            async with self._tx() as conn:
+                res = await conn.execute(_ratify_statements(releases)[0], params)
+                if res.rowcount == 1:
+                    await conn.execute(commits.insert(), _commit_values(row))
+                    return True
+                return False
+        except IntegrityError:
+            return False  # the (table, version) key or the idempotency key decided: classify
+
+    async def _ratify_many(self, items: list[tuple[CommitRow, int]]) -> list[bool]:
+        """The group's round trip: which of these proposals (of distinct tables) won.
+
+        A proposal whose idempotency key is already used loses its UPDATE (the guard), so the usual
+        refusals fail nobody else. A key violation can still come from a proposal racing another process
+        for the same key, and a deadlock from another process's batch; either way the database undid the
+        whole batch, and each proposal then runs on its own. Rows are sent in table order, so that two
+        processes' batches lock table rows in the same order.
+        """
+        if len(items) == 1:
+            row, cap = items[0]
+            return [await self._ratify_one(row, _ratify_params(row, cap), False)]
+        now = now_ms()
+        ordered = sorted(items, key=lambda item: item[0].table_id)
+        try:
+            if self._autocommit is not None:
+                arrays: dict[str, Any] = {"a_" + n: [getattr(r, n) for r, _ in ordered] for n in _RATIFIED}
+                arrays["a_max_unbackfilled"] = [cap for _, cap in ordered]
+                arrays["p_now"] = now
+                async with self._tx(single=True) as conn:
+                    won = {r[0] for r in (await conn.execute(_ratify_many_statement(), arrays)).all()}
+                return [r.table_id in won for r, _ in items]
+            out = {}
+            async with self._tx() as conn:
+                for row, cap in ordered:
+                    res = await conn.execute(_guarded_update(), _ratify_params(row, cap, now))
+                    if res.rowcount == 1:
+                        await conn.execute(commits.insert(), _commit_values(row))
+                    out[row.table_id] = res.rowcount == 1
+            return [out[r.table_id] for r, _ in items]
+        except (IntegrityError, UnavailableError) as e:
+            if isinstance(e, UnavailableError) and not _deadlock(e):
+                raise
+            return list(await asyncio.gather(*(self._ratify_one(r, _ratify_params(r, cap), False)
+                                               for r, cap in items)))
 
     async def _classify(self, row: CommitRow, max_unbackfilled: int) -> CommitRow:
         table = await self.get_table(row.table_id)
@@ -342,6 +391,9 @@ class OwnershipStore:
 
     async def mark_backfilled(self, table_id: str, up_to: int) -> None:
         """Record in one transaction that every version <= ``up_to`` is published. Idempotent."""
+        if self.mark_group is not None:
+            await self.mark_group.submit((table_id, up_to))
+            return
         params = {"p_table_id": table_id, "p_up_to": up_to, "p_now": now_ms()}
         rows, table, both = _mark_statements()
         if self._autocommit is not None:
@@ -352,6 +404,34 @@ class OwnershipStore:
         async with self._tx() as conn:
             await conn.execute(rows, params)
             await conn.execute(table, params)
+
+    async def _mark_many(self, items: list[tuple[str, int]]) -> list[None]:
+        """The group's round trip of backfill bookkeeping (distinct tables, sent in table order): one
+        statement or transaction. A deadlock with another process's batch marks each table on its own."""
+        now = now_ms()
+        rows, table, both = _mark_statements()
+        ordered = sorted(items)
+        params = [{"p_table_id": t, "p_up_to": up_to, "p_now": now} for t, up_to in ordered]
+        try:
+            if self._autocommit is not None and len(items) == 1:
+                async with self._tx(single=True) as conn:
+                    await conn.execute(both, params[0])
+            elif self._autocommit is not None:
+                arrays = {"a_table_id": [t for t, _ in ordered], "a_up_to": [u for _, u in ordered], "p_now": now}
+                async with self._tx(single=True) as conn:
+                    await conn.execute(_mark_many_statement(), arrays)
+            else:
+                async with self._tx() as conn:
+                    for p in params:
+                        await conn.execute(rows, p)
+                        await conn.execute(table, p)
+        except UnavailableError as e:
+            if len(items) == 1 or not _deadlock(e):
+                raise
+            for p in params:
+                async with self._tx(single=True) as conn:
+                    await conn.execute(both, p)
+        return [None] * len(items)
 
     async def record_backfill_error(self, table_id: str, message: str) -> None:
         async with self._tx(single=True) as conn:
@@ -440,6 +520,86 @@ def _ratify_statements(releases: bool) -> tuple[Any, Any]:
     pick = select(*[bindparam("c_" + c.name, type_=c.type).label(c.name) for c in commits.c]).select_from(won)
     both = commits.insert().from_select([c.name for c in commits.c], pick).returning(commits.c.version)
     return upd, both
+
+
+def _deadlock(e: BaseException) -> bool:
+    """Whether the database aborted the statement to break a deadlock (PostgreSQL's SQLSTATE 40P01)."""
+    cause = e.__cause__
+    return getattr(getattr(cause, "orig", None), "sqlstate", None) == "40P01"
+
+
+_RATIFIED = tuple(c.name for c in commits.c if c.name != "backfilled_at")  # a new commit is unbackfilled
+
+
+def _ratify_params(row: CommitRow, max_unbackfilled: int, now: int | None = None) -> dict[str, Any]:
+    v = row.version
+    params: dict[str, Any] = {
+        "p_table_id": row.table_id, "p_version": v, "p_previous": v - 1, "p_max_unbackfilled": max_unbackfilled,
+        "p_commit_timestamp": row.commit_timestamp, "p_now": now_ms() if now is None else now,
+        "p_status_reason": f"ownership given up at version {v}",
+    }
+    params.update({"c_" + k: val for k, val in _commit_values(row).items()})
+    return params
+
+
+@functools.cache
+def _guarded_update() -> Any:
+    """SQLite's grouped ratification: the one-row UPDATE, which also loses when the proposal's idempotency key
+    is already used (the INSERT's key violation would otherwise undo the whole group's transaction)."""
+    c = commits.c
+    return _ratify_statements(False)[0].where(~exists().where(and_(
+        c.table_id == bindparam("p_table_id"), c.idempotency_key == bindparam("c_idempotency_key"))))
+
+
+@functools.cache
+def _ratify_many_statement() -> Any:
+    """PostgreSQL's grouped ratification, one statement: the proposals as arrays (``unnest``), the conditional
+    UPDATE of each table row (the same conditions as one row, plus the unused-key guard) and the INSERT of the
+    winners' commit rows, returning the winners' table ids. At most one proposal per table (the group's rule)."""
+    t, c = owned_tables.c, commits.c
+    cols = [*_RATIFIED, "max_unbackfilled"]
+    types = [*(c[n].type for n in _RATIFIED), BigInteger()]
+    p = (select(func.unnest(*[cast(bindparam("a_" + n), ARRAY(ty)) for n, ty in zip(cols, types, strict=True)])
+                .table_valued(*cols).render_derived(name="p"))
+         .cte("p"))
+    won = (
+        update(owned_tables)
+        .where(and_(
+            t.table_id == p.c.table_id,
+            t.latest_version == p.c.version - 1,
+            t.accepting.is_(True),
+            (t.latest_version - t.latest_backfilled_version) < p.c.max_unbackfilled,
+            or_(t.last_commit_timestamp.is_(None), t.last_commit_timestamp < p.c.commit_timestamp),
+            ~exists().where(and_(c.table_id == p.c.table_id, c.idempotency_key == p.c.idempotency_key)),
+        ))
+        .values(latest_version=p.c.version, last_commit_timestamp=p.c.commit_timestamp,
+                last_commit_at=bindparam("p_now"), updated_at=bindparam("p_now"))
+        .returning(t.table_id)
+        .cte("won")
+    )
+    pick = select(*[p.c[n] for n in _RATIFIED]).select_from(p.join(won, won.c.table_id == p.c.table_id))
+    return commits.insert().from_select(list(_RATIFIED), pick).returning(c.table_id)
+
+
+@functools.cache
+def _mark_many_statement() -> Any:
+    """PostgreSQL's grouped backfill bookkeeping, one statement: ``_mark_statements`` over arrays of
+    (table, up_to), at most one per table."""
+    c, t = commits.c, owned_tables.c
+    p = (select(func.unnest(cast(bindparam("a_table_id"), ARRAY(t.table_id.type)),
+                            cast(bindparam("a_up_to"), ARRAY(BigInteger())))
+                .table_valued("table_id", "up_to").render_derived(name="p"))
+         .cte("p"))
+    rows = (update(commits)
+            .where(and_(c.table_id == p.c.table_id, c.version <= p.c.up_to, c.backfilled_at.is_(None)))
+            .values(backfilled_at=bindparam("p_now"))
+            .returning(c.version).cte("marked"))
+    table = (update(owned_tables)
+             .where(and_(t.table_id == p.c.table_id, t.latest_backfilled_version < p.c.up_to,
+                         t.latest_version >= p.c.up_to))
+             .values(latest_backfilled_version=p.c.up_to, backfill_error=None, backfill_error_at=None,
+                     updated_at=bindparam("p_now")))
+    return table.add_cte(rows)
 
 
 @functools.cache
