@@ -34,6 +34,11 @@ log = logging.getLogger("commit_owner.backfill")
 
 SWEEP_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 30.0
+LEASE_RETRY_SECONDS = 0.1  # another process holds the table's lease: look again this soon (not a failure)
+
+
+class LeaseHeldElsewhere(UnavailableError):
+    """Another process (another worker of `serve --workers N`, a `backfill-worker`) is backfilling the table."""
 
 
 class Backfiller:
@@ -207,7 +212,7 @@ class Backfiller:
                                                                  result.backfilled_through))
                     continue
                 if time.monotonic() > deadline:
-                    raise UnavailableError(
+                    raise LeaseHeldElsewhere(
                         f"table {table_id} is being backfilled by another process; try again",
                         latest_table_version=table.reported_latest,
                     )
@@ -256,6 +261,12 @@ class Backfiller:
             self._backoff.pop(table_id, None)
         except asyncio.CancelledError:
             raise
+        except LeaseHeldElsewhere:
+            # The holder publishes in order what it was asked to; what this process ratified after the holder's
+            # read is published by whichever process holds the lease next: look again soon (a sweep's table,
+            # up_to -2, is found again by the next sweep).
+            if up_to is None or up_to >= 0:
+                asyncio.get_running_loop().call_later(LEASE_RETRY_SECONDS, self._enqueue, table_id, up_to)
         except Exception as e:  # noqa: BLE001 - a background worker must survive anything
             if self.metrics is not None:
                 self.metrics.backfill_failures.inc()

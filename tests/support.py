@@ -150,10 +150,12 @@ class Backend:
 
 @dataclass
 class Service:
-    """A `commit-owner serve` subprocess."""
+    """A `commit-owner serve` subprocess (``workers`` service processes behind a supervisor when 2 or more;
+    1 by default, where several add nothing but start-up time)."""
 
     backend: Backend
     extra_env: dict[str, str] = field(default_factory=dict)
+    workers: int = 1
     port: int = 0
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
@@ -172,7 +174,7 @@ class Service:
         env = dict(os.environ)
         env.update(self.backend.env())
         env.update({"COMMIT_OWNER_PORT": str(self.port), "COMMIT_OWNER_HOST": "127.0.0.1",
-                    "COMMIT_OWNER_LOG_FORMAT": "json"})
+                    "COMMIT_OWNER_LOG_FORMAT": "json", "COMMIT_OWNER_WORKERS": str(self.workers)})
         env.update(self.extra_env)
         tmp = self.backend.tmp or Path("/tmp")
         self.log_path = tmp / f"service-{self.port}-{uuid.uuid4().hex[:6]}.log"
@@ -186,6 +188,14 @@ class Service:
             self.stop()
             raise RuntimeError(f"service did not start: {self.log_text()[-3000:]}") from e
         return self
+
+    def worker_pids(self) -> list[int]:
+        """The processes serving requests: the workers under the supervisor, or the one process."""
+        assert self.proc is not None
+        if self.workers == 1:
+            return [self.proc.pid]
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        return sorted(int(c) for c in children)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""

@@ -106,6 +106,7 @@ class Supervisor:
                 self._stop_all()
                 for s, h in previous.items():
                     signal.signal(s, h)
+                log.info("commit-owner stopped")
         finally:
             for sock in self._holders:
                 sock.close()
