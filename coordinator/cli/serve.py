@@ -44,6 +44,9 @@ def new_event_loop(choice: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
+Address = tuple[int, int, int, tuple[str, int]]  # family, type, proto, (host, port)
+
+
 def bind(host: str, port: int, *, listen: bool = True) -> list[socket.socket]:
     """The listening sockets of ``host:port`` (every address the name has, as asyncio binds them), bound
     before anything starts and before "listening" is logged. ``listen=False`` only binds (a probe: is the
@@ -55,15 +58,13 @@ def bind(host: str, port: int, *, listen: bool = True) -> list[socket.socket]:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
         raise OSError(f"cannot listen on {host}:{port}: unknown host ({e.strerror})") from None
-    addresses = list(dict.fromkeys((i[0], i[1], i[2], i[4][:2]) for i in infos))
+    addresses: list[Address] = list(dict.fromkeys(
+        (int(i[0]), int(i[1]), i[2], (str(i[4][0]), int(i[4][1]))) for i in infos))
     try:
         return open_sockets(addresses, reuse_port=False, listen=listen)
     except OSError as e:
         reason = e.strerror.lower() if e.strerror else str(e)
         raise OSError(f"cannot listen on {host}:{port}: {reason}") from None
-
-
-Address = tuple[int, int, int, tuple[str, int]]  # family, type, proto, (host, port)
 
 
 def addresses_of(socks: list[socket.socket]) -> list[Address]:

@@ -31,7 +31,7 @@ import socket
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from multiprocessing.connection import wait
 from types import FrameType
 from typing import Any
@@ -75,7 +75,7 @@ class _Slot:
     started_at: float = 0.0
     failures: int = 0
     restart_at: float | None = None
-    pids: list[int] = field(default_factory=list)
+    signalled: int = 0  # the pid already sent SIGTERM: a second one would cut its graceful stop short
 
 
 class Supervisor:
@@ -121,7 +121,8 @@ class Supervisor:
 
     def _forward(self, signum: int) -> None:
         for slot in self.slots:
-            if slot.proc is not None and slot.proc.exitcode is None:
+            if slot.proc is not None and slot.proc.exitcode is None and slot.signalled != slot.proc.pid:
+                slot.signalled = slot.proc.pid
                 try:
                     os.kill(slot.proc.pid, signum)
                 except ProcessLookupError:
@@ -135,7 +136,6 @@ class Supervisor:
         os.close(write_end)
         slot.proc, slot.ready, slot.started, slot.restart_at = proc, os.fdopen(read_end, "rb", 0), False, None
         slot.started_at = time.monotonic()
-        slot.pids.append(proc.pid)
 
     def _start_all(self) -> int:
         """Start every worker and wait until each has started; 0, or the exit code when one could not start."""
