@@ -51,6 +51,7 @@ class BenchEnv:
     pg_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
     backfill_batch_size: int = 1
     keep_workdir: bool = False
+    workers: int = 0  # serve --workers; 0 = its default (the number of CPUs)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="commit-owner-bench-")))
     database_url: str = ""
     endpoint: str = ""
@@ -172,6 +173,13 @@ class BenchEnv:
         self.bucket = "bench"
         self.s3fs().mkdir(self.bucket)
 
+    @property
+    def service_workers(self) -> int:
+        """The service's worker processes, as `serve` resolves ``--workers``."""
+        from coordinator.cli.supervisor import worker_count
+
+        return worker_count(self.workers)
+
     def _start_service(self) -> None:
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
@@ -185,6 +193,7 @@ class BenchEnv:
             "COMMIT_OWNER_LOG_FORMAT": "text",
             "COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0",
             "COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(self.backfill_batch_size),
+            "COMMIT_OWNER_WORKERS": str(self.service_workers),
             "COMMIT_OWNER_DB_POOL_SIZE": "20",
         }
         if self.storage == "s3":

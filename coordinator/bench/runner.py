@@ -33,6 +33,7 @@ class BenchOptions:
     deltars: bool = True
     backfill_batch_size: int = 1
     keep_workdir: bool = False
+    workers: int = 0  # the service's processes (serve --workers); 0 = serve's default, the number of CPUs
 
     @classmethod
     def smoke(cls, **kw: Any) -> BenchOptions:
@@ -181,9 +182,10 @@ class Bench:
         except ImportError:
             pass
         self.env = BenchEnv(database=o.database, storage=o.storage, pg_url=o.pg_url,
-                            backfill_batch_size=o.backfill_batch_size, keep_workdir=o.keep_workdir)
+                            backfill_batch_size=o.backfill_batch_size, keep_workdir=o.keep_workdir, workers=o.workers)
         started = time.time()
-        self.say(f"bench: {o.database} + {o.storage}, {o.duration:g} s per scenario, workdir {self.env.workdir}")
+        self.say(f"bench: {o.database} + {o.storage}, {o.duration:g} s per scenario, service workers "
+                 f"{self.env.service_workers}, workdir {self.env.workdir}")
         with self.env:
             asyncio.run(self._warm_up())
             asyncio.run(self._probe("empty database"))  # reported; the target uses the probe before growth
@@ -220,6 +222,7 @@ class Bench:
             "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(o).items()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 1),
+            "service_workers": self.env.service_workers,
             "results": self.results,
             "growth": grown,
             "targets": targets(self.results, before, after, o),

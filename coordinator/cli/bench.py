@@ -24,6 +24,8 @@ import click
 @click.option("--growth-tables", type=int, default=None, help="Tables added by scenario 6 [10000].")
 @click.option("--growth-rows", type=int, default=None, help="Commit rows per added table [100].")
 @click.option("--backfill-batch-size", type=int, default=1, show_default=True, help="The service's backfill trigger.")
+@click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Processes of the bench's service (serve --workers); 0 = serve's default, the number of CPUs.")
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--keep-workdir", is_flag=True, help="Keep the tables, database file and service log.")
 @click.option("--json", "json_path", default=None, help="Write the full report as JSON here.")
@@ -31,7 +33,7 @@ import click
 @click.option("--markdown", "md_path", default=None, help="Write the markdown table here.")
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
-          backfill_batch_size: int, no_deltars: bool, keep_workdir: bool, json_path: str | None,
+          backfill_batch_size: int, workers: int, no_deltars: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
     """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
 
@@ -41,7 +43,7 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
     from coordinator.bench.runner import Bench, BenchCheckError, BenchOptions
 
     kw: dict = dict(database=database, storage=storage, pg_url=pg_url, deltars=not no_deltars,
-                    backfill_batch_size=backfill_batch_size, keep_workdir=keep_workdir)
+                    backfill_batch_size=backfill_batch_size, keep_workdir=keep_workdir, workers=workers)
     for name, value in (("duration", duration), ("tables", tables), ("lag_rate", lag_rate),
                         ("growth_tables", growth_tables), ("growth_rows", growth_rows)):
         if value is not None:
