@@ -184,10 +184,37 @@ class Service:
         log.close()
         try:
             wait_http(self.endpoint + "/healthz", proc=self.proc)
+            # Ours, not a process of another test run that took the port between free_port() and our bind (it
+            # would answer /healthz too): one of our processes holds the listening socket.
+            wait_until(lambda: self.proc is not None and (self.proc.poll() is not None or self._listens()),
+                       timeout=30, what="our process to listen on the port")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"exited with {self.proc.returncode}")
         except Exception as e:
             self.stop()
             raise RuntimeError(f"service did not start: {self.log_text()[-3000:]}") from e
         return self
+
+    def _listens(self) -> bool:
+        """Whether a process of this service has a socket listening on ``self.port`` (Linux /proc)."""
+        inodes = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for line in Path(table).read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == self.port:  # 0A: LISTEN
+                    inodes.add(f"socket:[{cols[9]}]")
+        for pid in self.worker_pids():
+            try:
+                fds = list(Path(f"/proc/{pid}/fd").iterdir())
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    if os.readlink(fd) in inodes:
+                        return True
+                except OSError:
+                    continue
+        return False
 
     def worker_pids(self) -> list[int]:
         """The processes serving requests: the workers under the supervisor, or the one process."""
