@@ -69,6 +69,7 @@ class Backfiller:
         # Leases this process holds: table id -> (monotonic time until which it is surely ours, last use).
         self._held: dict[str, tuple[float, float]] = {}
         self._progressed: set[str] = set()  # tables that published something in the current run
+        self._triggered: dict[str, float] = {}  # table id -> when a commit of this process last asked for a run
         self.on_result: Callable[[BackfillResult], None] | None = None
         self.metrics = metrics
 
@@ -136,6 +137,7 @@ class Backfiller:
         if not self.background:
             return
         self._remember(table_id, version, data)
+        self._triggered[table_id] = time.monotonic()
         if version % self.settings.backfill_batch_size == 0:
             self._enqueue(table_id, version)
 
@@ -249,6 +251,7 @@ class Backfiller:
 
     async def _one(self, table_id: str, up_to: int | None, by_interval: bool) -> None:
         self._progressed.discard(table_id)
+        swept = up_to == -2
         try:
             if up_to == -2:
                 table = await self.store.get_table(table_id)
@@ -257,8 +260,14 @@ class Backfiller:
                 up_to = latest if (by_interval or not table.accepting or b == 1) else latest - latest % b
                 if up_to <= table.latest_backfilled_version:
                     return
+            elif self.settings.backfill_batch_size == 1:
+                up_to = None  # everything ratified: also what other processes (workers) ratified meanwhile
             await self.backfill(table_id, up_to, wait_seconds=0.0)
             self._backoff.pop(table_id, None)
+            if swept and time.monotonic() - self._triggered.get(table_id, 0.0) > SWEEP_SECONDS:
+                # A sweep is the fallback: hand the lease back to the process whose commits drive the table,
+                # else a sweeping process that commits nothing to it keeps it and the committing one waits.
+                await self._release(table_id)
         except asyncio.CancelledError:
             raise
         except LeaseHeldElsewhere:
