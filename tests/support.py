@@ -175,8 +175,10 @@ class Service:
         env.update(self.backend.env())
         env.update({"COMMIT_OWNER_PORT": str(self.port), "COMMIT_OWNER_HOST": "127.0.0.1",
                     "COMMIT_OWNER_LOG_FORMAT": "json", "COMMIT_OWNER_WORKERS": str(self.workers)})
-        env.update(self.extra_env)
         tmp = self.backend.tmp or Path("/tmp")
+        # The workers' metrics folder of a supervisor killed with SIGKILL stays behind: in the test's folder.
+        env["TMPDIR"] = str(tmp)
+        env.update(self.extra_env)
         self.log_path = tmp / f"service-{self.port}-{uuid.uuid4().hex[:6]}.log"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve"], env=env, cwd=str(ROOT),
