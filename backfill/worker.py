@@ -34,6 +34,11 @@ log = logging.getLogger("commit_owner.backfill")
 
 SWEEP_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 30.0
+LEASE_RETRY_SECONDS = 0.1  # another process holds the table's lease: look again this soon (not a failure)
+
+
+class LeaseHeldElsewhere(UnavailableError):
+    """Another process (another worker of `serve --workers N`, a `backfill-worker`) is backfilling the table."""
 
 
 class Backfiller:
@@ -64,6 +69,7 @@ class Backfiller:
         # Leases this process holds: table id -> (monotonic time until which it is surely ours, last use).
         self._held: dict[str, tuple[float, float]] = {}
         self._progressed: set[str] = set()  # tables that published something in the current run
+        self._triggered: dict[str, float] = {}  # table id -> when a commit of this process last asked for a run
         self.on_result: Callable[[BackfillResult], None] | None = None
         self.metrics = metrics
 
@@ -131,6 +137,7 @@ class Backfiller:
         if not self.background:
             return
         self._remember(table_id, version, data)
+        self._triggered[table_id] = time.monotonic()
         if version % self.settings.backfill_batch_size == 0:
             self._enqueue(table_id, version)
 
@@ -207,7 +214,7 @@ class Backfiller:
                                                                  result.backfilled_through))
                     continue
                 if time.monotonic() > deadline:
-                    raise UnavailableError(
+                    raise LeaseHeldElsewhere(
                         f"table {table_id} is being backfilled by another process; try again",
                         latest_table_version=table.reported_latest,
                     )
@@ -244,6 +251,7 @@ class Backfiller:
 
     async def _one(self, table_id: str, up_to: int | None, by_interval: bool) -> None:
         self._progressed.discard(table_id)
+        swept = up_to == -2
         try:
             if up_to == -2:
                 table = await self.store.get_table(table_id)
@@ -252,10 +260,22 @@ class Backfiller:
                 up_to = latest if (by_interval or not table.accepting or b == 1) else latest - latest % b
                 if up_to <= table.latest_backfilled_version:
                     return
+            elif self.settings.backfill_batch_size == 1:
+                up_to = None  # everything ratified: also what other processes (workers) ratified meanwhile
             await self.backfill(table_id, up_to, wait_seconds=0.0)
             self._backoff.pop(table_id, None)
+            if swept and time.monotonic() - self._triggered.get(table_id, 0.0) > SWEEP_SECONDS:
+                # A sweep is the fallback: hand the lease back to the process whose commits drive the table,
+                # else a sweeping process that commits nothing to it keeps it and the committing one waits.
+                await self._release(table_id)
         except asyncio.CancelledError:
             raise
+        except LeaseHeldElsewhere:
+            # The holder publishes in order what it was asked to; what this process ratified after the holder's
+            # read is published by whichever process holds the lease next: look again soon (a sweep's table,
+            # up_to -2, is found again by the next sweep).
+            if up_to is None or up_to >= 0:
+                asyncio.get_running_loop().call_later(LEASE_RETRY_SECONDS, self._enqueue, table_id, up_to)
         except Exception as e:  # noqa: BLE001 - a background worker must survive anything
             if self.metrics is not None:
                 self.metrics.backfill_failures.inc()

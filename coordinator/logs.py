@@ -52,6 +52,7 @@ class JsonFormatter(logging.Formatter):
             "level": record.levelname,
             "logger": record.name,
             "msg": record.getMessage(),
+            "pid": record.process,  # which worker of `serve --workers N`
         }
         for f in self.FIELDS:
             v = getattr(record, f, None)

@@ -14,15 +14,25 @@ What is measured where:
   are how the database decides a race); storage errors: a wrapper around each storage backend
   (``FileExistsError`` / ``FileNotFoundError`` excluded, they are answers, not failures);
 * in-flight requests and requests by route and status: the access-log middleware.
+
+Several worker processes (`serve --workers N`): prometheus_client's multiprocess mode, switched on by
+``PROMETHEUS_MULTIPROC_DIR`` (set by `serve` before this module is imported). Each process writes its counters
+and histograms to files of that folder and a scrape through any worker sums every worker's files; the
+per-table figures are read from the database at scrape time by the worker that answers, so they are exposed
+by a collector of that worker alone, never written to the shared files.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections import deque
+from collections.abc import Iterator
 from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from .storage.base import StorageBackend
 
@@ -52,14 +62,8 @@ class Metrics:
                                           "(or found already there).", registry=r)
         self.backfill_failures = Counter("commit_owner_backfill_failures",
                                          "Background backfill runs that failed (retried with backoff).", registry=r)
-        self.backlog = Gauge("commit_owner_table_unbackfilled_commits",
-                             "Ratified commits not yet published to _delta_log, per table (read at scrape time).",
-                             ["table_id"], registry=r)
-        self.backlog_age = Gauge("commit_owner_table_oldest_unbackfilled_age_seconds",
-                                 "Age of the oldest unbackfilled commit per table (0 when none; read at scrape time).",
-                                 ["table_id"], registry=r)
-        self.tables = Gauge("commit_owner_tables", "Owned tables by status (read at scrape time).", ["status"],
-                            registry=r)
+        self.table_figures = _TableFigures()
+        r.register(self.table_figures)
         self.db_errors = Counter("commit_owner_database_errors",
                                  "Errors raised by the ownership store's database driver (constraint races excluded).",
                                  registry=r)
@@ -69,7 +73,8 @@ class Metrics:
         self.storage_timeouts = Counter("commit_owner_storage_timeouts",
                                         "Log-storage operations abandoned at request_timeout_seconds (also counted "
                                         "as errors).", ["operation"], registry=r)
-        self.in_flight = Gauge("commit_owner_http_requests_in_flight", "HTTP requests being served.", registry=r)
+        self.in_flight = Gauge("commit_owner_http_requests_in_flight", "HTTP requests being served.", registry=r,
+                               multiprocess_mode="livesum")
         self.requests = Counter("commit_owner_http_requests", "HTTP requests answered, by route and status.",
                                 ["method", "route", "status"], registry=r)
         self.request_latency = Histogram("commit_owner_http_request_duration_seconds",
@@ -158,22 +163,52 @@ class Metrics:
         tables = await store.list_tables()
         ages = await store.oldest_unbackfilled()
         now = time.time()
-        self.backlog.clear()
-        self.backlog_age.clear()
-        self.tables.clear()
+        backlog: list[tuple[str, float]] = []
+        backlog_age: list[tuple[str, float]] = []
         by_status: dict[str, int] = {}
         for t in tables:
             by_status[t.status] = by_status.get(t.status, 0) + 1
             if t.status == "RELEASED" and not t.unbackfilled:
                 continue  # handed back and fully published: nothing more to watch, keep the series count down
-            self.backlog.labels(t.table_id).set(t.unbackfilled)
+            backlog.append((t.table_id, t.unbackfilled))
             ratified = ages.get(t.table_id)
-            self.backlog_age.labels(t.table_id).set(max(0.0, now - ratified / 1000.0) if ratified else 0.0)
-        for status, n in by_status.items():
-            self.tables.labels(status).set(n)
+            backlog_age.append((t.table_id, max(0.0, now - ratified / 1000.0) if ratified else 0.0))
+        self.table_figures.backlog, self.table_figures.backlog_age = backlog, backlog_age
+        self.table_figures.tables = sorted(by_status.items())
 
     def exposition(self) -> bytes:
-        return generate_latest(self.registry)
+        if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+            return generate_latest(self.registry)
+        from prometheus_client import multiprocess
+
+        every_worker = CollectorRegistry()
+        multiprocess.MultiProcessCollector(every_worker)
+        every_worker.register(self.table_figures)
+        return generate_latest(every_worker)
+
+
+class _TableFigures(Collector):
+    """The per-table gauges, as read from the ownership store by the last :meth:`Metrics.refresh_tables`."""
+
+    def __init__(self) -> None:
+        self.backlog: list[tuple[str, float]] = []
+        self.backlog_age: list[tuple[str, float]] = []
+        self.tables: list[tuple[str, float]] = []
+
+    def collect(self) -> Iterator[Metric]:
+        for name, doc, label, values in (
+            ("commit_owner_table_unbackfilled_commits",
+             "Ratified commits not yet published to _delta_log, per table (read at scrape time).", "table_id",
+             self.backlog),
+            ("commit_owner_table_oldest_unbackfilled_age_seconds",
+             "Age of the oldest unbackfilled commit per table (0 when none; read at scrape time).", "table_id",
+             self.backlog_age),
+            ("commit_owner_tables", "Owned tables by status (read at scrape time).", "status", self.tables),
+        ):
+            family = GaugeMetricFamily(name, doc, labels=[label])
+            for key, value in values:
+                family.add_metric([key], value)
+            yield family
 
 
 class MaintenanceMetrics:

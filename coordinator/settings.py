@@ -132,6 +132,11 @@ class Settings:
     event_loop: str = setting(
         "auto",
         "Event loop of `serve`: auto (uvloop when installed, else asyncio), uvloop or asyncio.")
+    workers: int = setting(
+        0,
+        "Service processes of `serve` on the one port (0 = the number of CPUs). With 2 or more, a supervising "
+        "process restarts a worker that dies and sums every worker's /metrics; 1 = today's single process.",
+        parse=int)
     shutdown_grace_seconds: float = setting(
         10.0,
         "On SIGTERM/SIGINT, how long requests in flight may take to finish before they are cancelled.",
@@ -235,6 +240,8 @@ class Settings:
             raise ValueError("backfill_batch_size must be >= 1")
         if self.group_commit_max_rows < 1:
             raise ValueError("group_commit_max_rows must be >= 1")
+        if self.workers < 0:
+            raise ValueError("workers must be >= 0 (0 = the number of CPUs)")
         if self.max_unbackfilled_commits < 1:
             raise ValueError("max_unbackfilled_commits must be >= 1")
         if self.max_body_bytes < 1024:

@@ -22,13 +22,13 @@ def make_tables(service: Service, n: int) -> list[WorkloadTable]:
     return out
 
 
-def start_services(backend: Backend, n: int, env: dict[str, str] | None = None) -> list[Service]:
-    """``n`` service processes on one database and storage (high availability)."""
+def start_services(backend: Backend, n: int, env: dict[str, str] | None = None, *, workers: int = 1) -> list[Service]:
+    """``n`` services on one database and storage (high availability), each of ``workers`` processes."""
     base = {"COMMIT_OWNER_LOG_LEVEL": "WARNING", "COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS": "3",
             # A killed process keeps its tables' backfill leases until they expire: keep that short here.
             "COMMIT_OWNER_BACKFILL_LEASE_SECONDS": "3"}
     base.update(env or {})
-    svcs = [Service(backend, extra_env=dict(base)) for _ in range(n)]
+    svcs = [Service(backend, extra_env=dict(base), workers=workers) for _ in range(n)]
     with ThreadPoolExecutor(n) as pool:  # start them side by side: each takes ~2 s to import and bind
         futures = [pool.submit(s.start) for s in svcs]
         errors = [f.exception() for f in futures]

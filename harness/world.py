@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +33,15 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_until(pred: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
 
 
 def wait_http(url: str, timeout: float = 30.0, proc: subprocess.Popen | None = None) -> None:
@@ -195,10 +205,12 @@ class MotoServer:
 
 @dataclass
 class Service:
-    """A `commit-owner serve` subprocess."""
+    """A `commit-owner serve` subprocess (``workers`` service processes behind a supervisor when 2 or more;
+    1 by default, where several add nothing but start-up time)."""
 
     backend: Backend
     extra_env: dict[str, str] = field(default_factory=dict)
+    workers: int = 1
     port: int = 0
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
@@ -217,9 +229,11 @@ class Service:
         env = dict(os.environ)
         env.update(self.backend.env())
         env.update({"COMMIT_OWNER_PORT": str(self.port), "COMMIT_OWNER_HOST": "127.0.0.1",
-                    "COMMIT_OWNER_LOG_FORMAT": "json"})
-        env.update(self.extra_env)
+                    "COMMIT_OWNER_LOG_FORMAT": "json", "COMMIT_OWNER_WORKERS": str(self.workers)})
         tmp = self.backend.tmp or Path("/tmp")
+        # The workers' metrics folder of a supervisor killed with SIGKILL stays behind: in the test's folder.
+        env["TMPDIR"] = str(tmp)
+        env.update(self.extra_env)
         self.log_path = tmp / f"service-{self.port}-{uuid.uuid4().hex[:6]}.log"
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve"], env=env, cwd=str(ROOT),
@@ -227,10 +241,45 @@ class Service:
         log.close()
         try:
             wait_http(self.endpoint + "/healthz", proc=self.proc)
+            # Ours, not a process of another test run that took the port between free_port() and our bind (it
+            # would answer /healthz too): one of our processes holds the listening socket.
+            wait_until(lambda: self.proc is not None and (self.proc.poll() is not None or self._listens()),
+                       timeout=30, what="our process to listen on the port")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"exited with {self.proc.returncode}")
         except Exception as e:
             self.stop()
             raise RuntimeError(f"service did not start: {self.log_text()[-3000:]}") from e
         return self
+
+    def _listens(self) -> bool:
+        """Whether a process of this service has a socket listening on ``self.port`` (Linux /proc)."""
+        inodes = set()
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            for line in Path(table).read_text().splitlines()[1:]:
+                cols = line.split()
+                if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == self.port:  # 0A: LISTEN
+                    inodes.add(f"socket:[{cols[9]}]")
+        for pid in self.worker_pids():
+            try:
+                fds = list(Path(f"/proc/{pid}/fd").iterdir())
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    if os.readlink(fd) in inodes:
+                        return True
+                except OSError:
+                    continue
+        return False
+
+    def worker_pids(self) -> list[int]:
+        """The processes serving requests: the workers under the supervisor, or the one process."""
+        assert self.proc is not None
+        if self.workers == 1:
+            return [self.proc.pid]
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text().split()
+        return sorted(int(c) for c in children)
 
     def log_text(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""

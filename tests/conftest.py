@@ -144,7 +144,8 @@ def service(request: pytest.FixtureRequest, backend: Backend, batch_size: int) -
     and must not publish another suite's tables while that suite pictures a refusal."""
     db, storage = backend.name.split("-")
     own = make_backend(request, db, storage, f"{backend.name}-batch{batch_size}")
-    svc = Service(own, extra_env={"COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(batch_size)}).start()
+    # Two workers: the contract holds whichever process answers (issue 19).
+    svc = Service(own, extra_env={"COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(batch_size)}, workers=2).start()
     svc.batch_size = batch_size  # type: ignore[attr-defined]
     yield svc
     svc.stop()

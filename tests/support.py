@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from client.layout import delta_file
@@ -31,6 +29,7 @@ from harness.world import (
     next_ict,
     version0,
     wait_http,
+    wait_until,
 )
 
 __all__ = [
@@ -49,15 +48,6 @@ def actions(n_adds: int = 1, *, ict: int | None = None, tag: str = "") -> list[d
         out.append({"add": {"path": f"part-{tag}{uuid.uuid4().hex}-{i}.parquet", "partitionValues": {},
                             "size": 100 + i, "modificationTime": ict, "dataChange": True}})
     return out
-
-
-def wait_until(pred: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def data_commit(backend: Backend, location: str, ids: list[int]) -> list[dict[str, Any]]:

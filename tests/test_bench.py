@@ -119,6 +119,7 @@ def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     (["--contention", "4,x"], "comma-separated list of integers"),
     (["--duration", "-1"], "must be positive"),
     (["--database", "mysql"], "mysql"),
+    (["--workers", "-1"], "--workers"),
 ])
 def test_bad_options_are_refused_before_anything_starts(args: list[str], message: str, tmp_path) -> None:
     out = tmp_path / "r.json"
@@ -146,7 +147,8 @@ def _row(report: dict, prefix: str, system: str = "owner") -> dict:
 @pytest.mark.slow
 def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
     png = tmp_path / "bench.png"
-    report = _run(tmp_path, "--database", "sqlite", "--png", str(png))
+    report = _run(tmp_path, "--database", "sqlite", "--png", str(png), "--workers", "2")
+    assert report["service_workers"] == 2 and report["options"]["workers"] == 2
     for prefix in ("0. physical floor", "1. one table, 1 writer", "2. one table, 16 writers", "3. 8 tables",
                    "4. getCommits during 3", "5. paced", "6. growth probe, after growth"):
         row = _row(report, prefix, "floor" if prefix.startswith("0.") else "owner")

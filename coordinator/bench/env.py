@@ -51,6 +51,7 @@ class BenchEnv:
     pg_url: str = "postgresql://postgres@127.0.0.1:5432/postgres"
     backfill_batch_size: int = 1
     keep_workdir: bool = False
+    workers: int = 0  # serve --workers; 0 = its default (the number of CPUs)
     workdir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="commit-owner-bench-")))
     database_url: str = ""
     endpoint: str = ""
@@ -189,6 +190,13 @@ class BenchEnv:
         self.settings = settings
         self._start_service()
 
+    @property
+    def service_workers(self) -> int:
+        """The service's worker processes, as `serve` resolves ``--workers``."""
+        from coordinator.cli.supervisor import worker_count
+
+        return worker_count(self.workers)
+
     def _start_service(self) -> None:
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
@@ -198,6 +206,7 @@ class BenchEnv:
             "COMMIT_OWNER_HOST": "127.0.0.1",
             "COMMIT_OWNER_PORT": str(port),
             "COMMIT_OWNER_ALLOW_LOCATION": ",".join(roots),
+            "COMMIT_OWNER_WORKERS": str(self.service_workers),
         }
         if self.settings == "tuned":
             env.update({

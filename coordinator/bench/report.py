@@ -17,7 +17,8 @@ def markdown(report: dict[str, Any]) -> str:
     o, m = report["options"], report["machine"]
     lines = [
         f"Run of {report['started']} ({report['seconds']} s): {o['database']} + {o['storage']} storage, "
-        f"{o['duration']:g} s per scenario; {m.get('cpus')} CPUs ({m.get('cpu', '?')}), "
+        f"{o['duration']:g} s per scenario, service workers {report.get('service_workers', 1)}; "
+        f"{m.get('cpus')} CPUs ({m.get('cpu', '?')}), "
         f"{m.get('memory_gib', '?')} GiB, Python {m.get('python')}.",
         "",
         "| scenario | system | commits/s (ops/s) | p50 ms | p95 ms | p99 ms | conflicts | retries | failures |",

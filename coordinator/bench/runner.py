@@ -37,6 +37,7 @@ class BenchOptions:
     open_versions: int = 1000  # scenario 7 (coordinator/bench/checkpoints.py); 0 skips it
     open_repeats: int = 15
     default_settings: bool = True  # scenario 3 once more on a service with default settings
+    workers: int = 0  # the service's processes (serve --workers); 0 = serve's default, the number of CPUs
 
     @classmethod
     def smoke(cls, **kw: Any) -> BenchOptions:
@@ -200,9 +201,10 @@ class Bench:
         except ImportError:
             pass
         self.env = BenchEnv(database=o.database, storage=o.storage, pg_url=o.pg_url,
-                            backfill_batch_size=o.backfill_batch_size, keep_workdir=o.keep_workdir)
+                            backfill_batch_size=o.backfill_batch_size, keep_workdir=o.keep_workdir, workers=o.workers)
         started = time.time()
-        self.say(f"bench: {o.database} + {o.storage}, {o.duration:g} s per scenario, workdir {self.env.workdir}")
+        self.say(f"bench: {o.database} + {o.storage}, {o.duration:g} s per scenario, service workers "
+                 f"{self.env.service_workers}, workdir {self.env.workdir}")
         with self.env:
             asyncio.run(self._warm_up())
             asyncio.run(self._probe("empty database"))  # reported; the target uses the probe before growth
@@ -254,6 +256,7 @@ class Bench:
             "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(o).items()},
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 1),
+            "service_workers": self.env.service_workers,
             "results": self.results,
             "growth": grown,
             "targets": targets(self.results, before, after, o)

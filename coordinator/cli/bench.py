@@ -26,6 +26,8 @@ import click
 @click.option("--open-versions", type=int, default=None,
               help="Versions of scenario 7's table (open time with and without checkpoints) [1000; smoke 30; 0 skips].")
 @click.option("--backfill-batch-size", type=int, default=1, show_default=True, help="The service's backfill trigger.")
+@click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Processes of the bench's service (serve --workers); 0 = serve's default, the number of CPUs.")
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--no-default-settings", is_flag=True,
               help="Skip scenario 3's second run on a service with default settings (restarts the service).")
@@ -35,8 +37,8 @@ import click
 @click.option("--markdown", "md_path", default=None, help="Write the markdown table here.")
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
-          open_versions: int | None, backfill_batch_size: int, no_deltars: bool, no_default_settings: bool,
-          keep_workdir: bool, json_path: str | None,
+          open_versions: int | None, backfill_batch_size: int, workers: int, no_deltars: bool,
+          no_default_settings: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
     """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
 
@@ -45,8 +47,9 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
     from coordinator.bench import report as rep
     from coordinator.bench.runner import Bench, BenchCheckError, BenchOptions
 
-    kw: dict = dict(database=database, storage=storage, pg_url=pg_url, deltars=not no_deltars, default_settings=not no_default_settings,
-                    backfill_batch_size=backfill_batch_size, keep_workdir=keep_workdir)
+    kw: dict = dict(database=database, storage=storage, pg_url=pg_url, deltars=not no_deltars,
+                    default_settings=not no_default_settings, backfill_batch_size=backfill_batch_size,
+                    keep_workdir=keep_workdir, workers=workers)
     for name, value in (("duration", duration), ("tables", tables), ("lag_rate", lag_rate),
                         ("growth_tables", growth_tables), ("growth_rows", growth_rows)):
         if value is not None:

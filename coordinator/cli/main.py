@@ -46,18 +46,35 @@ def main() -> None:
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
 @settings_options()
 def serve(config: str | None, **overrides: Any) -> None:
-    """Run the HTTP API (and, unless --no-backfill, the backfiller).
+    """Run the HTTP API (and, unless --no-backfill, the backfiller) in --workers processes.
 
     SIGTERM or SIGINT stops it gracefully: the listener closes, requests in flight
     (commits included) are answered within --shutdown-grace-seconds, the backfiller
-    stops and the database pool closes; then it exits 0.
+    stops and the database pool closes; then it exits 0. With --workers 2 or more a
+    supervising process starts the workers on the one port, restarts one that dies and
+    forwards the signal to all of them.
     """
+    from coordinator.cli.supervisor import prepare_metrics_dir, worker_count
+
+    settings = load_settings(config, **overrides)
+    workers = worker_count(settings.workers)
+    # Before prometheus_client is imported (below): it picks its multiprocess mode at import.
+    metrics_dir = prepare_metrics_dir() if workers > 1 else None
+    try:
+        _serve(settings, workers, metrics_dir)
+    finally:
+        if metrics_dir:
+            import shutil
+
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _serve(settings: Any, workers: int, metrics_dir: str | None) -> None:
     from coordinator.api import create_app
     from coordinator.api.auth import check_auth_mode
     from coordinator.logs import setup_logging
     from coordinator.store import check_database
 
-    settings = load_settings(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
     try:
         check_auth_mode(settings, warn=False)  # create_app logs the warning when forced
@@ -68,14 +85,24 @@ def serve(config: str | None, **overrides: Any) -> None:
         raise click.UsageError(str(e)) from None
 
     asyncio.run(check_database(settings))  # refused before the port opens; exit codes from exit_codes.classify
-    from coordinator.cli.serve import bind, run_service
+    from coordinator.cli.serve import addresses_of, bind, run_service
 
     try:
-        socks = bind(settings.host, settings.port)
+        socks = bind(settings.host, settings.port, listen=workers == 1)
     except OSError as e:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
-    run_service(create_app(settings), settings, socks)
+    if workers == 1:
+        run_service(create_app(settings), settings, socks)
+        return
+    from coordinator.cli.supervisor import Supervisor
+
+    addresses = addresses_of(socks)
+    for sock in socks:  # a probe: the port is free; the workers bind it with SO_REUSEPORT
+        sock.close()
+    code = Supervisor(settings, workers, addresses, metrics_dir=metrics_dir).run()
+    if code:
+        sys.exit(code)
 
 
 @main.command()

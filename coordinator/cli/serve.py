@@ -44,9 +44,13 @@ def new_event_loop(choice: str) -> asyncio.AbstractEventLoop:
     return asyncio.new_event_loop()
 
 
-def bind(host: str, port: int) -> list[socket.socket]:
+Address = tuple[int, int, int, tuple[str, int]]  # family, type, proto, (host, port)
+
+
+def bind(host: str, port: int, *, listen: bool = True) -> list[socket.socket]:
     """The listening sockets of ``host:port`` (every address the name has, as asyncio binds them), bound
-    before anything starts and before "listening" is logged.
+    before anything starts and before "listening" is logged. ``listen=False`` only binds (a probe: is the
+    port free, which port did 0 pick).
 
     Raises OSError with one line naming the address and the reason (e.g. the port is taken).
     """
@@ -54,22 +58,43 @@ def bind(host: str, port: int) -> list[socket.socket]:
         infos = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except socket.gaierror as e:
         raise OSError(f"cannot listen on {host}:{port}: unknown host ({e.strerror})") from None
+    addresses: list[Address] = list(dict.fromkeys(
+        (int(i[0]), int(i[1]), i[2], (str(i[4][0]), int(i[4][1]))) for i in infos))
+    try:
+        return open_sockets(addresses, reuse_port=False, listen=listen)
+    except OSError as e:
+        reason = e.strerror.lower() if e.strerror else str(e)
+        raise OSError(f"cannot listen on {host}:{port}: {reason}") from None
+
+
+def addresses_of(socks: list[socket.socket]) -> list[Address]:
+    """What ``socks`` are bound to, with the port the kernel picked when 0 was asked."""
+    return [(s.family, s.type, s.proto, s.getsockname()[:2]) for s in socks]
+
+
+def open_sockets(addresses: list[Address], *, reuse_port: bool, listen: bool) -> list[socket.socket]:
+    """One socket per address; on any failure the ones opened are closed and the OSError raised.
+
+    ``reuse_port``: SO_REUSEPORT, so that the worker processes of `serve --workers N` each bind the same
+    port and the kernel spreads new connections over them (docs/decisions.md).
+    """
     socks: list[socket.socket] = []
     try:
-        for family, kind, proto, _, address in dict.fromkeys(
-                (i[0], i[1], i[2], i[3], i[4][:2]) for i in infos):
+        for family, kind, proto, address in addresses:
             sock = socket.socket(family, kind, proto)
             socks.append(sock)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as aiohttp does: restart over TIME_WAIT
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             if family == socket.AF_INET6:
                 sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)  # the IPv4 address binds by itself
             sock.bind(address)
-            sock.listen(128)
-    except OSError as e:
+            if listen:
+                sock.listen(128)
+    except OSError:
         for sock in socks:
             sock.close()
-        reason = e.strerror.lower() if e.strerror else str(e)
-        raise OSError(f"cannot listen on {host}:{port}: {reason}") from None
+        raise
     return socks
 
 

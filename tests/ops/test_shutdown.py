@@ -86,9 +86,11 @@ def test_start_and_stop_leave_no_task_thread_or_connection_behind(request: pytes
                    what="the app's database connections to close")
 
 
-def test_sigterm_finishes_the_commit_in_flight_and_exits_0(ops_backend: Backend) -> None:
-    # log format "auto" with stderr going to a file: JSON lines
-    svc = Service(ops_backend, extra_env={"COMMIT_OWNER_LOG_FORMAT": "auto"}).start()
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_finishes_the_commit_in_flight_and_exits_0(ops_backend: Backend, workers: int) -> None:
+    # log format "auto" with stderr going to a file: JSON lines. With 2 workers the supervisor gets the
+    # SIGTERM and forwards it; the worker holding the commit answers it before it stops.
+    svc = Service(ops_backend, extra_env={"COMMIT_OWNER_LOG_FORMAT": "auto"}, workers=workers).start()
     try:
         loc = ops_backend.new_location()
         table_id = svc.client().register_table(loc, current_version=-1).table_id

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 
 import pytest
@@ -10,13 +12,17 @@ from harness.checker import check, lister
 from harness.faults import FaultLog, make_tables, report, start_services
 from harness.workload import Workload
 from tests.conftest import make_backend
+from tests.support import wait_until
 
 pytestmark = pytest.mark.slow  # process kills
 
 
-def test_no_acknowledged_commit_is_lost_when_the_service_is_killed_and_restarted(request: pytest.FixtureRequest) -> None:
-    backend = make_backend(request, "postgres", "local", "rel-kill")
-    (svc,) = start_services(backend, 1)
+@pytest.mark.parametrize("workers", [1, 2])
+def test_no_acknowledged_commit_is_lost_when_the_service_is_killed_and_restarted(request: pytest.FixtureRequest,
+                                                                                  workers: int) -> None:
+    # With 2 workers the SIGKILL hits the supervisor; its workers die with it (PR_SET_PDEATHSIG).
+    backend = make_backend(request, "postgres", "local", f"rel-kill-w{workers}")
+    (svc,) = start_services(backend, 1, workers=workers)
     faults = FaultLog()
     try:
         tables = make_tables(svc, 3)
@@ -32,10 +38,40 @@ def test_no_acknowledged_commit_is_lost_when_the_service_is_killed_and_restarted
         history = wl.stop()
         faults.fill_recovery(history.ack_times())
         result = check(backend, tables, history, endpoints=[svc.endpoint])
-        report("service-kill", result, faults)
+        report(f"service-kill-w{workers}", result, faults)
         result.assert_ok()
         assert result.acknowledged >= 25
         assert result.lost == 0 and result.duplicates == 0
+    finally:
+        svc.stop()
+
+
+def test_no_acknowledged_commit_is_lost_when_workers_are_killed_and_the_supervisor_restarts_them(
+        request: pytest.FixtureRequest) -> None:
+    backend = make_backend(request, "postgres", "local", "rel-worker-kill")
+    (svc,) = start_services(backend, 1, workers=2)
+    faults = FaultLog()
+    try:
+        tables = make_tables(svc, 3)
+        wl = Workload([svc.endpoint], tables, lister(backend), writers=4, timeout=2.0, deadline=8.0, seed=2).start()
+        wl.wait_for_acks(10)
+        for i in range(3):
+            time.sleep(0.7)
+            victim = svc.worker_pids()[i % 2]
+            ev = faults.inject(f"worker SIGKILL (pid {victim}), the supervisor restarts it")
+            os.kill(victim, signal.SIGKILL)
+            wait_until(lambda: len(svc.worker_pids()) == 2 and victim not in svc.worker_pids(),  # noqa: B023
+                       timeout=30, what="the supervisor to replace the killed worker")
+            faults.heal(ev)
+            wl.wait_for_acks(5, since=ev.injected)
+        history = wl.stop()
+        faults.fill_recovery(history.ack_times())
+        result = check(backend, tables, history, endpoints=[svc.endpoint])
+        report("worker-kill", result, faults)
+        result.assert_ok()
+        assert result.acknowledged >= 25
+        assert result.lost == 0 and result.duplicates == 0
+        assert svc.proc is not None and svc.proc.poll() is None  # the supervisor itself never went down
     finally:
         svc.stop()
 
