@@ -54,19 +54,13 @@ def serve(config: str | None, **overrides: Any) -> None:
     supervising process starts the workers on the one port, restarts one that dies and
     forwards the signal to all of them.
     """
-    from coordinator.cli.supervisor import prepare_metrics_dir, worker_count
+    from coordinator.cli.supervisor import metrics_dir, worker_count
 
     settings = load_settings(config, **overrides)
     workers = worker_count(settings.workers)
     # Before prometheus_client is imported (below): it picks its multiprocess mode at import.
-    metrics_dir = prepare_metrics_dir() if workers > 1 else None
-    try:
-        _serve(settings, workers, metrics_dir)
-    finally:
-        if metrics_dir:
-            import shutil
-
-            shutil.rmtree(metrics_dir, ignore_errors=True)
+    with metrics_dir(workers) as folder:
+        _serve(settings, workers, folder)
 
 
 def _serve(settings: Any, workers: int, metrics_dir: str | None) -> None:

@@ -31,6 +31,8 @@ import socket
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
 from types import FrameType
@@ -58,12 +60,26 @@ def worker_count(setting: int) -> int:
         return max(1, os.cpu_count() or 1)
 
 
-def prepare_metrics_dir() -> str:
-    """A fresh folder for the workers' metric files, named in the environment before prometheus_client is
-    imported (it picks its multiprocess value class at import)."""
+@contextmanager
+def metrics_dir(workers: int) -> Iterator[str | None]:
+    """A fresh folder for the workers' metric files when ``workers`` > 1 (else None), named in the environment
+    before prometheus_client is imported (it picks its multiprocess value class at import). On the way out the
+    folder is removed and the environment is as it was: a `serve` run inside another process (a test's
+    CliRunner) must not leave later subprocesses pointing at a folder that is gone."""
+    if workers < 2:
+        yield None
+        return
+    previous = os.environ.get(MULTIPROC_ENV)
     path = tempfile.mkdtemp(prefix="commit-owner-metrics-")
     os.environ[MULTIPROC_ENV] = path
-    return path
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+        if previous is None:
+            os.environ.pop(MULTIPROC_ENV, None)
+        else:
+            os.environ[MULTIPROC_ENV] = previous
 
 
 @dataclass

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -32,3 +33,14 @@ def test_the_event_loop_follows_the_setting(choice: str, module: str) -> None:
 
 async def _answer() -> int:
     return 42
+
+
+def test_a_refused_serve_leaves_the_callers_environment_as_it_was(tmp_path: Path, monkeypatch) -> None:
+    """`serve --workers 2` names its metrics folder in the environment for its workers; run inside another
+    process and refused, it must take the name back (later subprocesses would inherit a folder that is gone)."""
+    monkeypatch.delenv("PROMETHEUS_MULTIPROC_DIR", raising=False)
+    before = dict(os.environ)
+    res = CliRunner().invoke(main, ["serve", "--workers", "2", "--event-loop", "tornado",
+                                    "--database-url", f"sqlite:///{tmp_path / 'owner.db'}"])
+    assert res.exit_code == 2 and "event_loop must be one of" in res.output
+    assert dict(os.environ) == before
