@@ -1,8 +1,9 @@
 """Reading classic Parquet checkpoints (single file or multi-part) into plain action dicts.
 
 pyarrow is an optional import here and only here: a table whose snapshot needs a checkpoint cannot be
-read without it, and the error says so. V2 checkpoints (UUID-named, with sidecars) are not read; the
-reader then falls back to replaying JSON commits when they are still present.
+read without it, and the error says so. A classic-named V2 checkpoint (one file with a ``checkpointMetadata``
+action, as `commit-owner maintain` writes for tables with ``v2Checkpoint``) is read like any other; UUID-named
+V2 checkpoints are not listed, and one that points at sidecar files is refused rather than read in part.
 """
 
 from __future__ import annotations
@@ -53,6 +54,10 @@ def read_checkpoint_parts(parts: Iterable[bytes], *, tombstones: bool = False) -
             table = pq.read_table(io.BytesIO(data))
         except Exception as e:  # pyarrow raises several unrelated types for a damaged file
             raise CheckpointUnreadableError(f"cannot read checkpoint part: {e}") from e
+        if "sidecar" in table.column_names and table.column("sidecar").null_count < table.num_rows:
+            # A V2 checkpoint whose file actions live in _sidecars/: reading only this file would miss them.
+            raise CheckpointUnreadableError("the checkpoint keeps its file actions in sidecar files, which this "
+                                            "reader does not read")
         wanted = (*_ACTION_COLUMNS, "remove") if tombstones else _ACTION_COLUMNS
         columns = [c for c in wanted if c in table.column_names]
         for row in table.select(columns).to_pylist():

@@ -94,14 +94,16 @@ class TableState(LogState):
 
 # -- the Parquet layout of a classic checkpoint (field names from Delta's PROTOCOL.md) -----------------------
 
-def _schema() -> Any:
+def _schema(v2: bool = False) -> Any:
+    """The checkpoint's columns; ``v2`` adds ``checkpointMetadata`` (a V2-spec checkpoint, for tables with the
+    ``v2Checkpoint`` feature)."""
     import pyarrow as pa
 
     s, i64, i32, b = pa.string(), pa.int64(), pa.int32(), pa.bool_()
     smap = pa.map_(s, s)
     dv = pa.struct([("storageType", s), ("pathOrInlineDv", s), ("offset", i32), ("sizeInBytes", i32),
                     ("cardinality", i64)])
-    return pa.schema([
+    columns = [
         ("txn", pa.struct([("appId", s), ("version", i64), ("lastUpdated", i64)])),
         ("add", pa.struct([("path", s), ("partitionValues", smap), ("size", i64), ("modificationTime", i64),
                            ("dataChange", b), ("stats", s), ("tags", smap), ("deletionVector", dv),
@@ -116,7 +118,10 @@ def _schema() -> Any:
         ("protocol", pa.struct([("minReaderVersion", i32), ("minWriterVersion", i32),
                                 ("readerFeatures", pa.list_(s)), ("writerFeatures", pa.list_(s))])),
         ("domainMetadata", pa.struct([("domain", s), ("configuration", s), ("removed", b)])),
-    ])
+    ]
+    if v2:
+        columns.append(("checkpointMetadata", pa.struct([("version", i64), ("tags", smap)])))
+    return pa.schema(columns)
 
 
 def _as_row(value: Any, typ: Any) -> Any:
@@ -140,16 +145,20 @@ def checkpoint_bytes(state: TableState, *, min_tombstone_ms: int) -> tuple[bytes
     """The Parquet bytes of a checkpoint of ``state``, its number of actions and of add files.
 
     Tombstones whose ``deletionTimestamp`` is older than ``min_tombstone_ms`` have expired and are left out.
+    A table with the ``v2Checkpoint`` feature gets a classic-named V2-spec checkpoint: the same single file
+    with one ``checkpointMetadata`` action naming the version (every action inline, so no sidecar).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    schema = _schema()
+    schema = _schema(state.v2_checkpoints)
     rows: list[dict[str, Any]] = []
 
     def row(kind: str, body: dict[str, Any]) -> None:
         rows.append({kind: _as_row(body, schema.field(kind).type)})
 
+    if state.v2_checkpoints:
+        row("checkpointMetadata", {"version": state.version})
     row("protocol", state.protocol or {})
     row("metaData", state.metadata or {})
     for t in state.txns.values():
@@ -230,10 +239,6 @@ async def checkpoint_table(backend: StorageBackend, location: str, published: in
             if v in checkpoints:
                 rep.already_present.append(v)
             continue
-        if state.v2_checkpoints:
-            rep.skipped = "the table has the v2Checkpoint feature: classic checkpoints are not written for it"
-            rep.properties = state.properties
-            return rep
         data, size, n_add = checkpoint_bytes(state, min_tombstone_ms=now_ms - state.tombstone_retention_ms)
         (name,) = checkpoint_file_names(v)
         log.info("checkpoint of %s: writing version %d (%d actions, %d bytes)", location, v, size, len(data))

@@ -408,7 +408,7 @@ def test_maintain_every_is_a_worker_that_follows_new_versions(owner_service: Any
     assert DeltaTable(path).version() == 30
 
 
-def test_tables_with_v2_checkpoints_are_skipped_with_the_reason(owner_service: Any) -> None:
+def test_tables_with_v2_checkpoints_get_a_classic_named_v2_checkpoint(owner_service: Any, tmp_path) -> None:
     path, table_id, client = _new_table(owner_service)
     snap = load_snapshot(path, client=client)
     protocol = dict(snap.protocol)
@@ -418,10 +418,48 @@ def test_tables_with_v2_checkpoints_are_skipped_with_the_reason(owner_service: A
     ict = max(now_ms(), (snap.in_commit_timestamp or 0) + 1)
     assert client.commit(table_id, 1, [commit_info("SET TBLPROPERTIES", in_commit_timestamp=ict, read_version=0),
                                        {"protocol": protocol}]).version == 1
-    for i in range(2, 11):
+    for i in range(2, 13):
         assert append_through_owner(client, path, [i]) == i
-    client.backfill_to_version(table_id, 10)
-    before = tree(_log(path))
+    client.backfill_to_version(table_id, 12)
     out = json.loads(_cli(owner_service.backend, "maintain", path, "--json").stdout)
-    assert out["tables"][0]["written"] == [] and "v2Checkpoint" in out["tables"][0]["skipped"]
-    assert tree(_log(path)) == before
+    assert out["tables"][0]["written"] == [10] and "skipped" not in out["tables"][0]
+    # The V2 spec in a classic-named file: exactly one checkpointMetadata action, naming the version.
+    cp = pq.read_table(os.path.join(_log(path), checkpoint_file_names(10)[0])).to_pylist()
+    meta = [row["checkpointMetadata"] for row in cp if row["checkpointMetadata"]]
+    assert meta == [{"version": 10, "tags": None}]
+    assert sum(1 for row in cp if row["add"]) == 9 and sum(1 for row in cp if row["protocol"]) == 1
+    assert json.loads(open(os.path.join(_log(path), "_last_checkpoint")).read())["version"] == 10
+
+    # A copy holding only checkpoint 10 and versions 11..12: both readers load version 12 from it.
+    full = load_snapshot(path, ask_owner=False)
+    copy = str(tmp_path / "copy")
+    shutil.copytree(path, copy)
+    for v in range(0, 11):
+        os.remove(os.path.join(_log(copy), delta_file_name(v)))
+    again = load_snapshot(copy, ask_owner=False)
+    assert again.version == 12 and again.file_paths == full.file_paths and again.protocol == full.protocol
+    # delta-rs 1.6's pyarrow reader refuses the v2Checkpoint feature; its DataFusion reader reads the table.
+    import pyarrow as pa
+    from deltalake import QueryBuilder
+
+    dt = DeltaTable(copy)
+    assert dt.version() == 12
+    ids = pa.table(QueryBuilder().register("t", dt).execute("SELECT id FROM t ORDER BY id").read_all())
+    assert ids.column("id").to_pylist() == list(range(2, 13))
+
+
+def test_a_checkpoint_whose_files_live_in_sidecars_is_refused_not_read_in_part() -> None:
+    import io
+
+    import pyarrow as pa
+
+    from client.checkpoint import read_checkpoint_parts
+    from client.errors import CheckpointUnreadableError
+
+    buf = io.BytesIO()
+    pq.write_table(pa.table({
+        "checkpointMetadata": [{"version": 10}, None],
+        "sidecar": [None, {"path": "0000.parquet", "sizeInBytes": 10, "modificationTime": 1}],
+    }), buf)
+    with pytest.raises(CheckpointUnreadableError, match="sidecar"):
+        read_checkpoint_parts([buf.getvalue()])
