@@ -48,9 +48,15 @@ class CommitsPage:
 
 
 def carried_commits(err: CommitVersionConflictError, version: int) -> list[Commit] | None:
-    """The commits a refusal of ``version`` carried, when they are every version from ``version`` up to the
-    latest (contiguous, ascending); None when the answer carried none or only part of them."""
-    if not err.unseen_commits_complete or not err.unseen_commits:
+    """The commits a refusal of ``version`` carried, when they run contiguously from ``version`` on; None when
+    the answer carried none or they do not start there.
+
+    A list that stops short of the latest version (``unseen_commits_complete`` false: the bound, or commits
+    ratified after the owner read them) is still a true prefix of the table's history: a writer moves
+    forward through it and proposes the version after its last, which the owner refuses again, carrying the
+    rest, if the table moved on meanwhile. Only the owner's conditional ratification decides, never this list.
+    """
+    if not err.unseen_commits:
         return None
     try:
         commits = [Commit.from_json(c) for c in err.unseen_commits]

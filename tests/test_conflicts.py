@@ -164,3 +164,22 @@ async def test_racing_python_writers_rebase_on_the_carried_commits_and_land_once
     assert snap.version == writers + 1 and len(snap.files) == writers + 1
     owned = await asyncio.to_thread(db_commit_files, s.backend.database_url, snap.owner.table_id)  # type: ignore[union-attr]
     assert sorted(owned) == list(range(1, writers + 2))
+
+
+def test_a_carried_prefix_is_used_as_far_as_it_goes_and_a_list_that_does_not_start_there_is_not() -> None:
+    from client.errors import CommitVersionConflictError
+    from client.models import carried_commits
+
+    def commit(v: int) -> dict[str, Any]:
+        return {"version": v, "fileName": f"{v:020d}.x.json", "path": f"_delta_log/_commits/{v:020d}.x.json",
+                "fileSize": 10, "fileModificationTime": 1, "commitTimestamp": 1000 + v}
+
+    err = CommitVersionConflictError("taken", latest_table_version=9)
+    err.unseen_commits, err.unseen_commits_complete = [commit(5), commit(6)], False  # 7..9 came after the read
+    carried = carried_commits(err, 5)
+    assert carried is not None and [c.version for c in carried] == [5, 6]
+    assert carried_commits(err, 4) is None  # it does not start at the version that lost
+    err.unseen_commits = [commit(5), commit(7)]
+    assert carried_commits(err, 5) is None  # a hole
+    err.unseen_commits = []
+    assert carried_commits(err, 5) is None  # the owner could not read them

@@ -215,6 +215,7 @@ class BenchEnv:
                 "COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0",
                 "COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(self.backfill_batch_size),
                 "COMMIT_OWNER_DB_POOL_SIZE": "20",
+                "COMMIT_OWNER_GROUP_COMMIT_MAX_ROWS": "64",
             })
         if self.storage == "s3":
             env.update({"COMMIT_OWNER_S3_ENDPOINT_URL": self.s3_endpoint,
