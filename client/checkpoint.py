@@ -29,14 +29,19 @@ def _pyarrow_parquet() -> Any:
     return pq
 
 
-def _normalize(value: Any, key: str | None = None) -> Any:
-    if key in _MAP_FIELDS and isinstance(value, list):
-        return {k: v for k, v in value}
-    if isinstance(value, dict):
-        return {k: _normalize(v, k) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_normalize(v) for v in value]
-    return value
+def _without_nulls(value: dict[str, Any]) -> dict[str, Any]:
+    """A struct as a commit file spells it: unset (null) fields left out, at every depth, and the map fields
+    (key-value pairs from Arrow) as JSON objects, kept whole: a null partition value is a value."""
+    out = {}
+    for k, v in value.items():
+        if v is None:
+            continue
+        if type(v) is dict:
+            v = _without_nulls(v)
+        elif type(v) is list:
+            v = dict(v) if k in _MAP_FIELDS else [_without_nulls(x) if type(x) is dict else x for x in v]
+        out[k] = v
+    return out
 
 
 def read_checkpoint_parts(parts: Iterable[bytes], *, tombstones: bool = False) -> list[dict[str, Any]]:
@@ -49,19 +54,25 @@ def read_checkpoint_parts(parts: Iterable[bytes], *, tombstones: bool = False) -
     """
     pq = _pyarrow_parquet()
     actions: list[dict[str, Any]] = []
+    wanted = (*_ACTION_COLUMNS, "remove") if tombstones else _ACTION_COLUMNS
     for data in parts:
         try:
-            table = pq.read_table(io.BytesIO(data))
+            # Only the columns asked for are decoded (the tombstones too are left alone unless asked for).
+            part = pq.ParquetFile(io.BytesIO(data))
+            present = set(part.schema_arrow.names)
+            columns = [c for c in wanted if c in present]
+            table = part.read(columns=[*columns, "sidecar"] if "sidecar" in present else columns)
         except Exception as e:  # pyarrow raises several unrelated types for a damaged file
             raise CheckpointUnreadableError(f"cannot read checkpoint part: {e}") from e
-        if "sidecar" in table.column_names and table.column("sidecar").null_count < table.num_rows:
+        if "sidecar" in present and table.column("sidecar").null_count < table.num_rows:
             # A V2 checkpoint whose file actions live in _sidecars/: reading only this file would miss them.
             raise CheckpointUnreadableError("the checkpoint keeps its file actions in sidecar files, which this "
                                             "reader does not read")
-        wanted = (*_ACTION_COLUMNS, "remove") if tombstones else _ACTION_COLUMNS
-        columns = [c for c in wanted if c in table.column_names]
-        for row in table.select(columns).to_pylist():
-            for col in columns:
-                if row.get(col) is not None:
-                    actions.append({col: _normalize(row[col])})
+        # Column by column (cheap in Arrow), then row by row to keep the file's order.
+        values = [(c, table.column(c).to_pylist()) for c in columns]
+        for i in range(table.num_rows):
+            for col, column in values:
+                v = column[i]
+                if v is not None:
+                    actions.append({col: _without_nulls(v)})
     return actions
