@@ -9,13 +9,17 @@ This project's own reader and ``write_table`` (classic PySpark in the service's 
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from client.delta_log import CATALOG_MANAGED
-from client.layout import LOG_DIR, STAGED_COMMITS_DIR, delta_file_name, parse_staged_file
+from client.layout import LAST_CHECKPOINT, LOG_DIR, STAGED_COMMITS_DIR, delta_file_name, parse_staged_file
 from client.snapshot import load_snapshot
 from tests.conftest import make_backend
 
@@ -194,3 +198,31 @@ def test_sail_reads_a_table_write_table_created_under_a_name(
 
     (rows,) = sail.sql("SELECT id, job FROM owner.demo.made_here")
     assert sorted(map(tuple, rows)) == [(1, "a"), (2, "b"), (3, "c")]
+
+
+def test_sail_and_the_snapshot_reader_start_from_the_checkpoint_maintain_wrote(
+        sail: SailServer, owners: dict[str, Owner]) -> None:
+    """`commit-owner maintain` checkpoints a table Sail writes by name; with the JSON commits below the checkpoint
+    gone (as log cleanup leaves a table), Sail and this project's reader still read every row."""
+    owner = owners["owner"]
+    sail.sql("CREATE SCHEMA IF NOT EXISTS owner.demo",
+             "CREATE TABLE owner.demo.checkpointed (id INT) USING delta",
+             *(f"INSERT INTO owner.demo.checkpointed VALUES ({i})" for i in range(1, 13)))
+    info = owner.table("demo", "checkpointed")
+    location, table_id = info["storage_location"], info["table_id"]
+    log = local_path(location) / LOG_DIR
+    assert sorted(owner.ratified(table_id)) == list(range(1, 13))
+    wait_until(lambda: (log / delta_file_name(12)).exists(), what="version 12 published")
+
+    done = subprocess.run([sys.executable, "-m", "coordinator", "maintain", location, "--no-log-cleanup", "--json"],
+                          env={**os.environ, **owner.backend.env()}, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["tables"][0]["written"] == [10]
+    assert json.loads((log / LAST_CHECKPOINT).read_text())["version"] == 10
+    for v in range(0, 10):
+        (log / delta_file_name(v)).unlink()
+
+    (rows,) = sail.sql("SELECT id FROM owner.demo.checkpointed")
+    assert sorted(r[0] for r in rows) == list(range(1, 13))
+    snap = load_snapshot(location, client=owner.service.client(token=owner.token))
+    assert snap.version == 12 and len(snap.files) == 12
