@@ -113,11 +113,11 @@ class Settings:
         "Database connection pool size.",
         parse=int)
     group_commit_max_rows: int = setting(
-        1,
+        64,
         "Group commit: at most this many ratifications (and backfill marks) of different tables that arrive "
-        "together share one database round trip; 1 (the default) runs each on its own. Off by default: a "
-        "round trip blocked on a locked table row holds up every write queued behind it, up to the "
-        "statement timeout (docs/decisions.md, group commit).",
+        "together share one database round trip; 1 runs each on its own. On PostgreSQL a table row held by "
+        "another transaction is skipped, never waited for, so one stuck table holds up only its own writes "
+        "(docs/decisions.md, group commit).",
         parse=int)
     storage_threads: int = setting(
         16,

@@ -159,7 +159,7 @@ async def test_racing_python_writers_rebase_on_the_carried_commits_and_land_once
     assert all(p[0] == 2 for p in proposed.values())
     assert sum(r.rebases for r in results) >= writers - 1
     # one getCommits per writer (its first read of the table); every rebase used the commits its 409 carried
-    assert gets == writers, gets
+    assert gets == writers, (gets, proposed, [(r.version, r.rebases) for r in results])
     snap = await asyncio.to_thread(load_snapshot, loc, client=client, storage_options=opts)
     assert snap.version == writers + 1 and len(snap.files) == writers + 1
     owned = await asyncio.to_thread(db_commit_files, s.backend.database_url, snap.owner.table_id)  # type: ignore[union-attr]

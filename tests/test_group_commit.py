@@ -46,10 +46,14 @@ def db_state(database_url: str, table_id: str) -> tuple[Any, list[Any]]:
 
 
 class Blocker:
-    """Holds a write lock in the database from outside the app, in a thread (the app runs on this loop)."""
+    """Holds a write lock in the database from outside the app, in a thread (the app runs on this loop).
 
-    def __init__(self, backend: Backend, table_id: str) -> None:
-        self.backend, self.table_id = backend, table_id
+    SQLite: the whole file (``BEGIN IMMEDIATE``). PostgreSQL: the commits table in EXCLUSIVE mode (every
+    ratification's INSERT waits, reads go on), or with ``row=True`` one table's row ``FOR UPDATE`` (which
+    group commit skips rather than waits for)."""
+
+    def __init__(self, backend: Backend, table_id: str, *, row: bool = False) -> None:
+        self.backend, self.table_id, self.row = backend, table_id, row
         self._conn: Any = None
 
     def _hold(self) -> None:
@@ -62,7 +66,10 @@ class Blocker:
         import psycopg
 
         self._conn = psycopg.connect(host=u.host, port=u.port or 5432, user=u.username, dbname=u.database)
-        self._conn.execute("SELECT 1 FROM owned_tables WHERE table_id = %s FOR UPDATE", (self.table_id,))
+        if self.row:
+            self._conn.execute("SELECT 1 FROM owned_tables WHERE table_id = %s FOR UPDATE", (self.table_id,))
+        else:
+            self._conn.execute("LOCK TABLE commits IN EXCLUSIVE MODE")
 
     def _let_go(self) -> None:
         if isinstance(self._conn, sqlite3.Connection):
@@ -190,6 +197,50 @@ async def test_one_batch_answers_each_proposal_on_its_own_and_refusals_change_no
             assert await asyncio.to_thread(s.backend.snapshot, loc) == files
     finally:
         await other.stop()
+
+
+async def test_a_table_row_held_elsewhere_holds_up_only_that_tables_commit(grouped: InProcess) -> None:
+    """A table row another transaction holds (a stuck writer, an operator's session) is skipped by the batch
+    it is in: the batch's other proposals are answered at once, and later round trips too, while that one
+    proposal waits for the row on its own and lands once the row is let go."""
+    s = grouped
+    if s.store.is_sqlite:
+        pytest.skip("SQLite has no row locks: an outside writer holds the whole file (one_batch above)")
+    group = s.store.ratify_group
+    assert group is not None
+    x, _ = await s.create_table()
+    held, held_loc = await s.create_table()
+    others = [await s.create_table() for _ in range(8)]
+    row_lock, table_lock = Blocker(s.backend, held, row=True), Blocker(s.backend, x)
+    await row_lock.hold()
+    try:
+        # the held table's proposal and the others' leave in one batch (queued behind x's blocked round trip)
+        await table_lock.hold()
+        trips = group.round_trips
+        try:
+            first = asyncio.ensure_future(s.commit(x, 1, ndjson(actions())))
+            await until(lambda: group.round_trips == trips + 1 and group.pending == 0, "the blocked round trip")
+            stuck = asyncio.ensure_future(s.commit(held, 1, ndjson(actions())))
+            tasks = [asyncio.ensure_future(s.commit(t, 1, ndjson(actions()))) for t, _ in others]
+            await until(lambda: group.pending == 9, "9 queued proposals")
+        finally:
+            await table_lock.let_go()
+        answers = await asyncio.gather(*tasks, first)
+        assert all(status == 200 for status, _ in answers), answers
+        assert group.largest == 9  # the held table's proposal was in the batch, and was skipped
+        # the next round trips are not held up either
+        more = await asyncio.gather(*(s.commit(t, 2, ndjson(actions())) for t, _ in others))
+        assert all(status == 200 for status, _ in more), more
+        assert not stuck.done()
+        assert await asyncio.to_thread(db_commit_files, s.backend.database_url, held) == {}
+    finally:
+        await row_lock.let_go()
+    status, reply = await stuck
+    assert (status, reply["version"]) == (200, 1), reply
+    assert await asyncio.to_thread(db_commit_files, s.backend.database_url, held) == {1: reply["fileName"]}
+    for (t, _), (_, one), (_, two) in zip(others, answers, more, strict=False):
+        assert await asyncio.to_thread(db_commit_files, s.backend.database_url, t) == \
+            {1: one["fileName"], 2: two["fileName"]}
 
 
 async def test_a_batch_holds_at_most_the_configured_number_of_proposals(inproc_backend: Backend) -> None:

@@ -9,7 +9,9 @@ Guarantees (on SQLite and PostgreSQL alike):
 * With group commit (``group_max_rows`` > 1), ratifications of different tables that arrive together share
   one round trip (PostgreSQL: one statement over arrays of rows; SQLite: one transaction), each judged on
   its own by the same conditions; a proposal whose key is already used loses its UPDATE instead of failing
-  the batch. Backfill bookkeeping is grouped the same way. A lone proposal takes the one-row path.
+  the batch. On PostgreSQL the batch takes its table rows ``FOR UPDATE SKIP LOCKED``: a row another
+  transaction holds is skipped, and that proposal waits for it alone, on the one-row path, in its caller's
+  task. Backfill bookkeeping is grouped the same way.
 * Driver errors never leave this module: connection failures become ``UnavailableError``.
 """
 
@@ -68,8 +70,8 @@ class OwnershipStore:
         # PostgreSQL: a single statement is atomic by itself, so it runs in autocommit mode and costs one
         # round trip instead of three (BEGIN, the statement, COMMIT). The same pool serves both.
         self._autocommit = None if self.is_sqlite else engine.execution_options(isolation_level="AUTOCOMMIT")
-        self.ratify_group: Group[tuple[CommitRow, int], bool] | None = None
-        self.mark_group: Group[tuple[str, int], None] | None = None
+        self.ratify_group: Group[tuple[CommitRow, int], bool | None] | None = None
+        self.mark_group: Group[tuple[str, int], bool] | None = None
         if group_max_rows > 1:
             self.ratify_group = Group(self._ratify_many, lambda item: item[0].table_id, group_max_rows)
             self.mark_group = Group(self._mark_many, lambda item: item[0], group_max_rows)
@@ -231,11 +233,12 @@ class OwnershipStore:
         TooManyUnbackfilledCommitsError (true,false), IdempotencyKeyReusedError, TableNotFoundError.
         """
         for _attempt in range(3):
-            if self.ratify_group is not None and not releases:
-                # A release (once in a table's life) sets more columns: it always takes the one-row path.
-                if await self.ratify_group.submit((row, max_unbackfilled)):
-                    return row
-            elif await self._ratify_one(row, _ratify_params(row, max_unbackfilled), releases):
+            # A release (once in a table's life) sets more columns: it always takes the one-row path.
+            won = await self.ratify_group.submit((row, max_unbackfilled)) if self.ratify_group and not releases \
+                else None
+            if won is None:  # not grouped, or the group skipped it (its row was held): on its own, in this task
+                won = await self._ratify_one(row, _ratify_params(row, max_unbackfilled), releases)
+            if won:
                 return row
             try:
                 return await self._classify(row, max_unbackfilled)
@@ -261,18 +264,18 @@ class OwnershipStore:
         except IntegrityError:
             return False  # the (table, version) key or the idempotency key decided: classify
 
-    async def _ratify_many(self, items: list[tuple[CommitRow, int]]) -> list[bool]:
-        """The group's round trip: which of these proposals (of distinct tables) won.
+    async def _ratify_many(self, items: list[tuple[CommitRow, int]]) -> list[bool | None]:
+        """The group's round trip: which of these proposals (of distinct tables) won; None for one that was
+        not judged and must run on its own, in its caller's task (``ratify``).
 
-        A proposal whose idempotency key is already used loses its UPDATE (the guard), so the usual
-        refusals fail nobody else. A key violation can still come from a proposal racing another process
-        for the same key, and a deadlock from another process's batch; either way the database undid the
-        whole batch, and each proposal then runs on its own. Rows are sent in table order, so that two
-        processes' batches lock table rows in the same order.
+        PostgreSQL takes the table rows with ``FOR UPDATE SKIP LOCKED``, a lone proposal too: a row held by
+        another transaction (a stuck writer, another process's one-row ratification) is skipped, so the round
+        trip never waits for it and the writes queued behind it are not held up; that proposal waits for the
+        row alone. A proposal whose idempotency key is already used loses its UPDATE (the guard), so the
+        usual refusals fail nobody else. A key violation can still come from a proposal racing another
+        process for the same key; then the database undid the whole batch, and each proposal runs on its
+        own. SQLite (no row locks: one writer at a time) runs the batch as one transaction.
         """
-        if len(items) == 1:
-            row, cap = items[0]
-            return [await self._ratify_one(row, _ratify_params(row, cap), False)]
         now = now_ms()
         ordered = sorted(items, key=lambda item: item[0].table_id)
         try:
@@ -281,8 +284,11 @@ class OwnershipStore:
                 arrays["a_max_unbackfilled"] = [cap for _, cap in ordered]
                 arrays["p_now"] = now
                 async with self._tx(single=True) as conn:
-                    won = {r[0] for r in (await conn.execute(_ratify_many_statement(), arrays)).all()}
-                return [r.table_id in won for r, _ in items]
+                    got = {r[0]: (r[1], r[2]) for r in (await conn.execute(_ratify_many_statement(), arrays)).all()}
+                return [got[r.table_id][1] if got[r.table_id][0] else None for r, _ in items]
+            if len(items) == 1:
+                row, cap = items[0]
+                return [await self._ratify_one(row, _ratify_params(row, cap), False)]
             out = {}
             async with self._tx() as conn:
                 for row, cap in ordered:
@@ -294,8 +300,7 @@ class OwnershipStore:
         except (IntegrityError, UnavailableError) as e:
             if isinstance(e, UnavailableError) and not _deadlock(e):
                 raise
-            return list(await asyncio.gather(*(self._ratify_one(r, _ratify_params(r, cap), False)
-                                               for r, cap in items)))
+            return [None] * len(items)
 
     async def _classify(self, row: CommitRow, max_unbackfilled: int) -> CommitRow:
         table = await self.get_table(row.table_id)
@@ -391,9 +396,8 @@ class OwnershipStore:
 
     async def mark_backfilled(self, table_id: str, up_to: int) -> None:
         """Record in one transaction that every version <= ``up_to`` is published. Idempotent."""
-        if self.mark_group is not None:
-            await self.mark_group.submit((table_id, up_to))
-            return
+        if self.mark_group is not None and await self.mark_group.submit((table_id, up_to)):
+            return  # else the group skipped it (its table row was held): on its own, in this task
         params = {"p_table_id": table_id, "p_up_to": up_to, "p_now": now_ms()}
         rows, table, both = _mark_statements()
         if self._autocommit is not None:
@@ -405,33 +409,30 @@ class OwnershipStore:
             await conn.execute(rows, params)
             await conn.execute(table, params)
 
-    async def _mark_many(self, items: list[tuple[str, int]]) -> list[None]:
+    async def _mark_many(self, items: list[tuple[str, int]]) -> list[bool]:
         """The group's round trip of backfill bookkeeping (distinct tables, sent in table order): one
-        statement or transaction. A deadlock with another process's batch marks each table on its own."""
+        statement or transaction. Returns whether each was marked; PostgreSQL skips a table whose row
+        another transaction holds (``FOR UPDATE SKIP LOCKED``, as ratifications do), and a deadlock with
+        another process's batch marks nothing: those are marked on their own by their callers."""
         now = now_ms()
-        rows, table, both = _mark_statements()
+        rows, table, _ = _mark_statements()
         ordered = sorted(items)
-        params = [{"p_table_id": t, "p_up_to": up_to, "p_now": now} for t, up_to in ordered]
         try:
-            if self._autocommit is not None and len(items) == 1:
-                async with self._tx(single=True) as conn:
-                    await conn.execute(both, params[0])
-            elif self._autocommit is not None:
+            if self._autocommit is not None:
                 arrays = {"a_table_id": [t for t, _ in ordered], "a_up_to": [u for _, u in ordered], "p_now": now}
                 async with self._tx(single=True) as conn:
-                    await conn.execute(_mark_many_statement(), arrays)
-            else:
-                async with self._tx() as conn:
-                    for p in params:
-                        await conn.execute(rows, p)
-                        await conn.execute(table, p)
+                    taken = {r[0] for r in (await conn.execute(_mark_many_statement(), arrays)).all()}
+                return [t in taken for t, _ in items]
+            async with self._tx() as conn:
+                for t, up_to in ordered:
+                    p = {"p_table_id": t, "p_up_to": up_to, "p_now": now}
+                    await conn.execute(rows, p)
+                    await conn.execute(table, p)
         except UnavailableError as e:
-            if len(items) == 1 or not _deadlock(e):
+            if not _deadlock(e):
                 raise
-            for p in params:
-                async with self._tx(single=True) as conn:
-                    await conn.execute(both, p)
-        return [None] * len(items)
+            return [False] * len(items)
+        return [True] * len(items)
 
     async def record_backfill_error(self, table_id: str, message: str) -> None:
         async with self._tx(single=True) as conn:
@@ -553,19 +554,24 @@ def _guarded_update() -> Any:
 
 @functools.cache
 def _ratify_many_statement() -> Any:
-    """PostgreSQL's grouped ratification, one statement: the proposals as arrays (``unnest``), the conditional
-    UPDATE of each table row (the same conditions as one row, plus the unused-key guard) and the INSERT of the
-    winners' commit rows, returning the winners' table ids. At most one proposal per table (the group's rule)."""
+    """PostgreSQL's grouped ratification, one statement: the proposals as arrays (``unnest``), the table rows
+    taken with ``FOR UPDATE SKIP LOCKED`` (a row another transaction holds is skipped, never waited for), the
+    conditional UPDATE of each taken row (the same conditions as one row, plus the unused-key guard) and the
+    INSERT of the winners' commit rows. Returns one row per proposal: its table id, whether it was judged
+    (its row was taken) and whether it won. At most one proposal per table (the group's rule)."""
     t, c = owned_tables.c, commits.c
     cols = [*_RATIFIED, "max_unbackfilled"]
     types = [*(c[n].type for n in _RATIFIED), BigInteger()]
     p = (select(func.unnest(*[cast(bindparam("a_" + n), ARRAY(ty)) for n, ty in zip(cols, types, strict=True)])
                 .table_valued(*cols).render_derived(name="p"))
          .cte("p"))
+    taken = (select(t.table_id).where(t.table_id.in_(select(p.c.table_id)))
+             .with_for_update(skip_locked=True).cte("taken"))
     won = (
         update(owned_tables)
         .where(and_(
             t.table_id == p.c.table_id,
+            t.table_id.in_(select(taken.c.table_id)),
             t.latest_version == p.c.version - 1,
             t.accepting.is_(True),
             (t.latest_version - t.latest_backfilled_version) < p.c.max_unbackfilled,
@@ -578,28 +584,35 @@ def _ratify_many_statement() -> Any:
         .cte("won")
     )
     pick = select(*[p.c[n] for n in _RATIFIED]).select_from(p.join(won, won.c.table_id == p.c.table_id))
-    return commits.insert().from_select(list(_RATIFIED), pick).returning(c.table_id)
+    inserted = commits.insert().from_select(list(_RATIFIED), pick).returning(c.table_id).cte("inserted")
+    return select(p.c.table_id, p.c.table_id.in_(select(taken.c.table_id)).label("judged"),
+                  p.c.table_id.in_(select(inserted.c.table_id)).label("won"))
 
 
 @functools.cache
 def _mark_many_statement() -> Any:
     """PostgreSQL's grouped backfill bookkeeping, one statement: ``_mark_statements`` over arrays of
-    (table, up_to), at most one per table."""
+    (table, up_to), at most one per table, on the table rows taken with ``FOR UPDATE SKIP LOCKED``; returns
+    the ids of the tables taken (the others were held by another transaction and are left as they were)."""
     c, t = commits.c, owned_tables.c
     p = (select(func.unnest(cast(bindparam("a_table_id"), ARRAY(t.table_id.type)),
                             cast(bindparam("a_up_to"), ARRAY(BigInteger())))
                 .table_valued("table_id", "up_to").render_derived(name="p"))
          .cte("p"))
+    taken = (select(t.table_id).where(t.table_id.in_(select(p.c.table_id)))
+             .with_for_update(skip_locked=True).cte("taken"))
     rows = (update(commits)
-            .where(and_(c.table_id == p.c.table_id, c.version <= p.c.up_to, c.backfilled_at.is_(None)))
+            .where(and_(c.table_id == p.c.table_id, c.table_id.in_(select(taken.c.table_id)),
+                        c.version <= p.c.up_to, c.backfilled_at.is_(None)))
             .values(backfilled_at=bindparam("p_now"))
             .returning(c.version).cte("marked"))
     table = (update(owned_tables)
-             .where(and_(t.table_id == p.c.table_id, t.latest_backfilled_version < p.c.up_to,
-                         t.latest_version >= p.c.up_to))
+             .where(and_(t.table_id == p.c.table_id, t.table_id.in_(select(taken.c.table_id)),
+                         t.latest_backfilled_version < p.c.up_to, t.latest_version >= p.c.up_to))
              .values(latest_backfilled_version=p.c.up_to, backfill_error=None, backfill_error_at=None,
-                     updated_at=bindparam("p_now")))
-    return table.add_cte(rows)
+                     updated_at=bindparam("p_now"))
+             .returning(t.table_id).cte("advanced"))
+    return select(taken.c.table_id).add_cte(rows).add_cte(table)
 
 
 @functools.cache
