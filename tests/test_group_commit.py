@@ -243,6 +243,34 @@ async def test_a_table_row_held_elsewhere_holds_up_only_that_tables_commit(group
             {1: one["fileName"], 2: two["fileName"]}
 
 
+async def test_a_lone_commit_waiting_for_a_held_row_does_not_hold_up_the_group(grouped: InProcess) -> None:
+    """The first proposal to find the group idle leads alone; when its table row is held elsewhere it is
+    skipped too and waits on its own, so the proposals arriving after it are not queued behind it."""
+    s = grouped
+    if s.store.is_sqlite:
+        pytest.skip("SQLite has no row locks: an outside writer holds the whole file (one_batch above)")
+    group = s.store.ratify_group
+    assert group is not None
+    held, _ = await s.create_table()
+    others = [await s.create_table() for _ in range(4)]
+    row_lock = Blocker(s.backend, held, row=True)
+    await row_lock.hold()
+    try:
+        trips = group.round_trips
+        stuck = asyncio.ensure_future(s.commit(held, 1, ndjson(actions())))
+        await until(lambda: group.round_trips == trips + 1, "the lone round trip")
+        # bounded: were the others queued behind the waiting leader, they would wait for its statement timeout
+        answers = await asyncio.wait_for(asyncio.gather(*(s.commit(t, 1, ndjson(actions())) for t, _ in others)),
+                                         15)
+        assert all(status == 200 for status, _ in answers), answers
+        assert not stuck.done()
+    finally:
+        await row_lock.let_go()
+    status, reply = await stuck
+    assert (status, reply["version"]) == (200, 1), reply
+    assert await asyncio.to_thread(db_commit_files, s.backend.database_url, held) == {1: reply["fileName"]}
+
+
 async def test_a_batch_holds_at_most_the_configured_number_of_proposals(inproc_backend: Backend) -> None:
     s = await InProcess.start(inproc_backend, {"COMMIT_OWNER_GROUP_COMMIT_MAX_ROWS": "4"})
     try:

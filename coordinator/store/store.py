@@ -279,6 +279,12 @@ class OwnershipStore:
         now = now_ms()
         ordered = sorted(items, key=lambda item: item[0].table_id)
         try:
+            if self._autocommit is not None and len(items) == 1:
+                row, cap = items[0]
+                async with self._tx(single=True) as conn:
+                    judged, won = (await conn.execute(_ratify_lone_statement(),
+                                                      _ratify_params(row, cap, now))).one()
+                return [bool(won) if judged else None]
             if self._autocommit is not None:
                 arrays: dict[str, Any] = {"a_" + n: [getattr(r, n) for r, _ in ordered] for n in _RATIFIED}
                 arrays["a_max_unbackfilled"] = [cap for _, cap in ordered]
@@ -418,6 +424,12 @@ class OwnershipStore:
         rows, table, _ = _mark_statements()
         ordered = sorted(items)
         try:
+            if self._autocommit is not None and len(items) == 1:
+                (t, up_to), = items
+                async with self._tx(single=True) as conn:
+                    taken = {r[0] for r in (await conn.execute(_mark_lone_statement(),
+                                                               {"p_table_id": t, "p_up_to": up_to, "p_now": now}))}
+                return [t in taken]
             if self._autocommit is not None:
                 arrays = {"a_table_id": [t for t, _ in ordered], "a_up_to": [u for _, u in ordered], "p_now": now}
                 async with self._tx(single=True) as conn:
@@ -521,6 +533,38 @@ def _ratify_statements(releases: bool) -> tuple[Any, Any]:
     pick = select(*[bindparam("c_" + c.name, type_=c.type).label(c.name) for c in commits.c]).select_from(won)
     both = commits.insert().from_select([c.name for c in commits.c], pick).returning(commits.c.version)
     return upd, both
+
+
+@functools.cache
+def _ratify_lone_statement() -> Any:
+    """PostgreSQL's grouped ratification for a batch of one: the one-row statement (decision 13's UPDATE
+    feeding the INSERT, plus the unused-key guard) on the table row taken ``FOR UPDATE SKIP LOCKED``, cheaper
+    to plan than the arrays. Returns one row: whether the proposal was judged (its row taken) and won."""
+    t, c = owned_tables.c, commits.c
+    upd = _ratify_statements(False)[0]
+    taken = (select(t.table_id).where(t.table_id == bindparam("p_table_id"))
+             .with_for_update(skip_locked=True).cte("taken"))
+    won = (upd.where(and_(t.table_id.in_(select(taken.c.table_id)),
+                          ~exists().where(and_(c.table_id == bindparam("p_table_id"),
+                                               c.idempotency_key == bindparam("c_idempotency_key")))))
+           .returning(t.table_id).cte("won"))
+    pick = select(*[bindparam("c_" + col.name, type_=col.type).label(col.name) for col in commits.c]).select_from(won)
+    inserted = commits.insert().from_select([col.name for col in commits.c], pick).returning(c.version).cte("inserted")
+    return select(select(taken.c.table_id).exists().label("judged"),
+                  select(inserted.c.version).exists().label("won"))
+
+
+@functools.cache
+def _mark_lone_statement() -> Any:
+    """PostgreSQL's grouped backfill bookkeeping for a batch of one: ``_mark_statements``' single statement on
+    the table row taken ``FOR UPDATE SKIP LOCKED``; returns the table's id when it was taken, no row else."""
+    t, c = owned_tables.c, commits.c
+    rows, table, _ = _mark_statements()
+    taken = (select(t.table_id).where(t.table_id == bindparam("p_table_id"))
+             .with_for_update(skip_locked=True).cte("taken"))
+    marked = rows.where(c.table_id.in_(select(taken.c.table_id))).returning(c.version).cte("marked")
+    advanced = table.where(t.table_id.in_(select(taken.c.table_id))).returning(t.table_id).cte("advanced")
+    return select(taken.c.table_id).add_cte(marked).add_cte(advanced)
 
 
 def _deadlock(e: BaseException) -> bool:
