@@ -138,6 +138,10 @@ async def test_racing_python_writers_rebase_on_the_carried_commits_and_land_once
 
     first = await asyncio.to_thread(write_table, data(0), loc, client=client, storage_options=opts)
     assert first.version == 1  # version 0 created the table; the first write is version 1
+    # Version 1 published before the writers read the table: a backfill landing between a reader's listing
+    # and its question to the owner makes it list and ask again (one more getCommits, counted below).
+    table_id = (await asyncio.to_thread(client.get_table, location=loc)).table_id
+    await asyncio.to_thread(client.backfill_to_version, table_id, 1)
     barrier = threading.Barrier(writers, timeout=60)
     proposed: dict[int, list[int]] = {}
 
