@@ -342,11 +342,11 @@ def test_delta_rs_reads_an_external_s3_table_by_uc_name(lake: Lake) -> None:
     calls, seen = len(lake.assume_role_calls()), len(lake.recording())
     try:
         proc = subprocess.run([sys.executable, "-c", DELTA_RS_READ, lake.moto.endpoint, "main.demo.ext"],
-                              capture_output=True, text=True, timeout=60, env=env)
+                              capture_output=True, text=True, timeout=25, env=env)
     except subprocess.TimeoutExpired:
         s3 = [e for e in lake.recording()[seen:] if "Action=AssumeRole" not in (e.get("body") or "")
               and "/sts/" not in e["headers"].get("Authorization", "")]
-        pytest.xfail(f"delta-rs 1.6 hung after uc:// resolution (60 s): {len(lake.assume_role_calls()) - calls} "
+        pytest.xfail(f"delta-rs 1.6 hung after uc:// resolution (25 s): {len(lake.assume_role_calls()) - calls} "
                      f"credential(s) vended, {len(s3)} S3 request(s) reached the endpoint; see docs/unity-catalog.md")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == [1, 2, 3]
