@@ -18,8 +18,8 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from client.errors import ForeignCommitFileError, UnavailableError
-from client.layout import delta_file, delta_file_name, staged_file
+from client.contract.errors import ForeignCommitFileError, UnavailableError
+from client.contract.layout import delta_file, delta_file_name, staged_file
 from coordinator.storage import StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 

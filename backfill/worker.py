@@ -20,7 +20,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from client.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
+from client.contract.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
 from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore, TableRow

@@ -4,8 +4,8 @@ Imports only the standard library, so Spark drivers and ops scripts need nothing
 writes pyarrow, pandas or Polars data to an owned table (it imports pyarrow when called).
 """
 
-from .errors import *  # noqa: F401,F403
-from .errors import __all__ as _errors_all
+from .contract.errors import *  # noqa: F401,F403
+from .contract.errors import __all__ as _errors_all
 from .http import CommitOwnerClient, encode_actions
 from .models import Commit, CommitsPage, TableInfo
 from .write import write_table

@@ -30,15 +30,15 @@ from typing import Any, Protocol
 
 from .actions import ENGINE_INFO, DataFile, Mode, add_action, commit_info, next_in_commit_timestamp, remove_action
 from .backoff import conflict_delay
-from .errors import (
+from .contract.errors import (
     CommitStateUnknownError,
     CommitVersionConflictError,
     NotADeltaTableError,
     TableAlreadyExistsError,
     TableChangedError,
 )
+from .contract.layout import new_batch_folder, normalize_location
 from .http import ENDPOINT_ENV, CommitOwnerClient
-from .layout import new_batch_folder, normalize_location
 from .models import carried_commits
 
 log = logging.getLogger(__name__)

@@ -20,14 +20,14 @@ from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 from .backoff import full_jitter
-from .errors import (
+from .contract.errors import (
     CommitStateUnknownError,
     PermissionDeniedError,
     TooManyUnbackfilledCommitsError,
     UnavailableError,
     error_from_envelope,
 )
-from .layout import COMMITS_DIR
+from .contract.layout import COMMITS_DIR
 from .models import Commit, CommitsPage, TableInfo
 
 Actions = bytes | str | Iterable[Mapping[str, Any] | str]

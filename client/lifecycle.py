@@ -8,7 +8,7 @@ The commit points (docs/lifecycle.md):
 * release: the commit that drops the owner properties goes through the owner, which ratifies it, stops
   accepting commits for the table and publishes everything through it at once.
 
-Which names the properties use is the ``protocol`` option (see :mod:`client.delta_log`); the staged-commit
+Which names the properties use is the ``protocol`` option (see :mod:`client.contract.delta_log`); the staged-commit
 folder follows from it unless ``commit_dir`` is given: ``_commits`` for ``managedCommit`` (the RFC, and
 Delta 3.3 when it reads ``-preview`` names), ``_staged_commits`` for ``coordinatedCommits-preview``
 (Delta >= 4.0 accepts staged files only in that folder) and ``catalogManaged`` (tables of the owner's Unity
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .delta_log import (
+from .contract.delta_log import (
     DEFAULT_OWNER_NAME,
     ICT_ENABLE,
     ICT_ENABLEMENT_TIMESTAMP,
@@ -40,7 +40,7 @@ from .delta_log import (
     protocol_with,
     without_owner_properties,
 )
-from .errors import (
+from .contract.errors import (
     CommitFailedError,
     CommitOwnerError,
     InvalidArgumentError,
@@ -50,8 +50,8 @@ from .errors import (
     UnavailableError,
     VersionMismatchError,
 )
+from .contract.layout import check_commit_dir, delta_file_name
 from .http import CommitOwnerClient, encode_actions
-from .layout import check_commit_dir, delta_file_name
 from .snapshot import list_log, load_snapshot
 from .storage import LogStorage
 

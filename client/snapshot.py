@@ -23,16 +23,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .checkpoint import read_checkpoint_parts
-from .delta_log import OwnerRef, owner_ref, parse_actions
-from .errors import (
+from .contract.delta_log import OwnerRef, owner_ref, parse_actions
+from .contract.errors import (
     IncompleteLogError,
     InvalidArgumentError,
     NotADeltaTableError,
     SnapshotRaceError,
     VersionNotFoundError,
 )
-from .http import ENDPOINT_ENV, READ_CONNECT_DEADLINE, CommitOwnerClient
-from .layout import (
+from .contract.layout import (
     COMMIT_DIRS,
     LAST_CHECKPOINT,
     LOG_DIR,
@@ -41,6 +40,7 @@ from .layout import (
     parse_checkpoint_file,
     parse_delta_file,
 )
+from .http import ENDPOINT_ENV, READ_CONNECT_DEADLINE, CommitOwnerClient
 from .models import Commit
 from .storage import LogStorage
 

@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 from .actions import ARROW_ENGINE_INFO, HIVE_NULL, DataFile, Mode
 from .commit import WriteOptions, WriteResult, check_mode, write_and_commit
-from .errors import TableChangedError
+from .contract.errors import TableChangedError
+from .contract.layout import data_file_name
 from .http import CommitOwnerClient
-from .layout import data_file_name
 from .stats import leaves, parquet_footer_stats
 
 #: Characters Hive escapes (``%XX``) in a partition folder name, besides control characters.

@@ -16,8 +16,8 @@ from typing import Any, NoReturn
 
 import orjson
 
-from client.delta_schema import SchemaError, is_primitive, parse_schema, top_level_types
-from client.errors import InvalidCommitError
+from client.contract.delta_schema import SchemaError, is_primitive, parse_schema, top_level_types
+from client.contract.errors import InvalidCommitError
 
 LONG = (-(2**63), 2**63 - 1)
 INT = (-(2**31), 2**31 - 1)

@@ -18,8 +18,8 @@ from typing import Any
 
 import orjson
 
-from client.delta_log import GENERATIONS
-from client.errors import InvalidCommitError
+from client.contract.delta_log import GENERATIONS
+from client.contract.errors import InvalidCommitError
 
 from .actions import CHECKS, Fields, TableMetadata
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from client.delta_log import owner_ref, parse_actions
-from client.errors import (
+from client.contract.delta_log import owner_ref, parse_actions
+from client.contract.errors import (
     CommitOwnerError,
     InvalidArgumentError,
     NotADeltaTableError,
@@ -20,7 +20,7 @@ from client.errors import (
     UnavailableError,
     VersionMismatchError,
 )
-from client.layout import delta_file, log_dir, parse_versioned_file
+from client.contract.layout import delta_file, log_dir, parse_versioned_file
 
 from .storage import StorageBackend
 
@@ -116,7 +116,7 @@ async def clear_dead_proposal(store: OwnershipStore, storage: StorageBackend, lo
     first commit is not published yet may be live (its put may still come) and is kept.
     Raises UnavailableError when storage cannot be read.
     """
-    from client.errors import TableNotFoundError
+    from client.contract.errors import TableNotFoundError
 
     try:
         held = await store.find_table(location)

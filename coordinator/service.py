@@ -17,7 +17,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from client.errors import (
+from client.contract.errors import (
     CommitFailedError,
     CommitOwnerError,
     CommitVersionConflictError,
@@ -29,7 +29,7 @@ from client.errors import (
     TableNotFoundError,
     UnavailableError,
 )
-from client.layout import check_commit_dir, normalize_location, staged_file, staged_file_name
+from client.contract.layout import check_commit_dir, normalize_location, staged_file, staged_file_name
 from coordinator.security.roots import check_allowed, check_local_log, parse_roots
 
 from .commit_body import ClockRule, parse_commit_body

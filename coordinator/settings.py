@@ -15,7 +15,7 @@ from typing import Any
 
 import tomllib
 
-from client.layout import COMMIT_DIRS, COMMITS_DIR
+from client.contract.layout import COMMIT_DIRS, COMMITS_DIR
 
 ENV_PREFIX = "COMMIT_OWNER_"
 

@@ -14,8 +14,8 @@ import logging
 import uuid
 from typing import Any
 
-from client.delta_log import TABLE_ID_PROPERTY
-from client.errors import (
+from client.contract.delta_log import TABLE_ID_PROPERTY
+from client.contract.errors import (
     CommitOwnerError,
     InvalidArgumentError,
     InvalidCommitError,
@@ -26,7 +26,7 @@ from client.errors import (
     TableNotFoundError,
     UnavailableError,
 )
-from client.layout import STAGED_COMMITS_DIR, normalize_location, parse_staged_file, staged_file
+from client.contract.layout import STAGED_COMMITS_DIR, normalize_location, parse_staged_file, staged_file
 from coordinator.security.roots import check_allowed, parse_root
 
 from .lifecycle import newest_version

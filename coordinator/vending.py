@@ -21,8 +21,8 @@ import logging
 import time
 from typing import Any, Literal
 
-from client.errors import InvalidArgumentError, UnavailableError
-from client.layout import (
+from client.contract.errors import InvalidArgumentError, UnavailableError
+from client.contract.layout import (
     COMMITS_DIR,
     LAST_CHECKPOINT,
     LOG_DIR,

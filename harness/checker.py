@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client import CommitOwnerClient
-from client.errors import CommitOwnerError
-from client.layout import delta_file, delta_file_name, parse_staged_file
+from client.contract.errors import CommitOwnerError
+from client.contract.layout import delta_file, delta_file_name, parse_staged_file
 
 from .workload import History, WorkloadTable, marker_of
 from .world import Backend, delta_rs_table

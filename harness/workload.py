@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from client import CommitOwnerClient
-from client.errors import (
+from client.contract.errors import (
     CommitFailedError,
     CommitOwnerError,
     CommitStateUnknownError,
@@ -33,7 +33,7 @@ from client.errors import (
     TooManyUnbackfilledCommitsError,
     UnavailableError,
 )
-from client.layout import log_dir, parse_delta_file
+from client.contract.layout import log_dir, parse_delta_file
 
 
 class IctClock:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from client import CommitOwnerClient
-from client.layout import delta_file
+from client.contract.layout import delta_file
 
 ROOT = Path(__file__).resolve().parent.parent
 S3_KEY, S3_SECRET = "testing", "testing"

@@ -11,7 +11,7 @@ import socket
 import uuid
 from typing import Any
 
-from client.layout import delta_file
+from client.contract.layout import delta_file
 from harness.world import (
     ID_SCHEMA,
     ROOT,

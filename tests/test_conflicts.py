@@ -171,7 +171,7 @@ async def test_racing_python_writers_rebase_on_the_carried_commits_and_land_once
 
 
 def test_a_carried_prefix_is_used_as_far_as_it_goes_and_a_list_that_does_not_start_there_is_not() -> None:
-    from client.errors import CommitVersionConflictError
+    from client.contract.errors import CommitVersionConflictError
     from client.models import carried_commits
 
     def commit(v: int) -> dict[str, Any]:

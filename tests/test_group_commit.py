@@ -20,7 +20,7 @@ import pytest_asyncio
 from sqlalchemy import create_engine, event, text
 from sqlalchemy.engine import make_url
 
-from client.errors import CommitVersionConflictError, UnavailableError
+from client.contract.errors import CommitVersionConflictError, UnavailableError
 from coordinator.store import CommitRow, OwnershipStore, now_ms
 from coordinator.store import create_engine as create_async_store_engine
 from coordinator.store.engine import sync_url

@@ -1,4 +1,4 @@
-"""The Delta log layout's one home (client.layout): names, folders, locations, "already exists"."""
+"""The Delta log layout's one home (client.contract.layout): names, folders, locations, "already exists"."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import uuid
 
 import pytest
 
-from client import layout
-from client.errors import InvalidArgumentError
+from client.contract import layout
+from client.contract.errors import InvalidArgumentError
 
 
 def test_file_names_round_trip() -> None:

@@ -29,15 +29,15 @@ from typing import Any
 from py4j.java_gateway import JavaClass, JavaObject
 from py4j.protocol import Py4JJavaError
 
-from ..errors import (
+from ..contract.errors import (
     CommitDirMismatchError,
     CommitFailedError,
     CommitOwnerError,
     CommitStateUnknownError,
     DeltaSparkUnavailableError,
 )
+from ..contract.layout import COMMITS_DIR
 from ..http import CommitOwnerClient
-from ..layout import COMMITS_DIR
 from .jars import AWS_SDK_V1_DYNAMODB, AWS_SDK_V1_PROBE_CLASS, HOW_TO_CHECK, how_to_get_delta_spark
 
 PROVIDER_CLASS = "org.apache.spark.sql.delta.coordinatedcommits.CommitCoordinatorProvider"

@@ -18,9 +18,9 @@ from urllib.parse import unquote
 
 from ..actions import DataFile, Mode
 from ..commit import WriteOptions, WriteResult, write_and_commit
-from ..errors import TableChangedError
+from ..contract.errors import TableChangedError
+from ..contract.layout import normalize_location
 from ..http import CommitOwnerClient
-from ..layout import normalize_location
 from .stats import collect_data_files
 
 # Reader features this reader does not implement: refuse instead of returning wrong rows.

@@ -19,8 +19,8 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from client.errors import InvalidArgumentError, PermissionDeniedError, UnauthenticatedError
-from client.layout import local_path, normalize_location
+from client.contract.errors import InvalidArgumentError, PermissionDeniedError, UnauthenticatedError
+from client.contract.layout import local_path, normalize_location
 from coordinator.security.tokens import Principal, secret_matches, split_token
 
 from ..service import parse_uuid

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from client.errors import CommitVersionConflictError, InvalidArgumentError
+from client.contract.errors import CommitVersionConflictError, InvalidArgumentError
 
 from ..service import parse_uuid
 from .errors import json_response, only_params, query_int

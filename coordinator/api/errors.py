@@ -16,7 +16,7 @@ from typing import Literal, overload
 import orjson
 from aiohttp import web
 
-from client.errors import CommitOwnerError, InternalError, InvalidArgumentError, PayloadTooLargeError
+from client.contract.errors import CommitOwnerError, InternalError, InvalidArgumentError, PayloadTooLargeError
 
 from .keys import OUTCOME, REQUEST_ID
 from .unity.errors import is_unity, uc_envelope

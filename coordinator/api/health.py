@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from client.errors import CommitOwnerError
+from client.contract.errors import CommitOwnerError
 
 from .errors import json_response
 from .keys import STORAGE, STORE

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 import orjson
 from aiohttp import web
 
-from client.errors import CommitOwnerError
+from client.contract.errors import CommitOwnerError
 
 from ..logs import redact
 from ..metrics import CONTENT_TYPE_LATEST

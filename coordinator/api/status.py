@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from client.errors import CommitOwnerError
+from client.contract.errors import CommitOwnerError
 
 from .keys import RECENT_ERRORS, STORE
 

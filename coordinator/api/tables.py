@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from client.errors import InvalidArgumentError
+from client.contract.errors import InvalidArgumentError
 
 from ..service import int_field, parse_uuid
 from ..unity import v1_name

@@ -33,7 +33,7 @@ def scenario(version: int, checkpoints: bool) -> str:
 def build_table(env: BenchEnv, versions: int) -> str:
     """An owned table with ``versions`` versions above 0, all published; returns its location."""
     from client import CommitOwnerClient
-    from client.delta_log import commit_info, now_ms
+    from client.contract.delta_log import commit_info, now_ms
     from client.lifecycle import create_table
 
     schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}

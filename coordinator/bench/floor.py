@@ -16,7 +16,7 @@ import time
 import uuid
 from typing import Any
 
-from client.layout import COMMITS_DIR, commit_dir_uri, local_path, staged_file_name
+from client.contract.layout import COMMITS_DIR, commit_dir_uri, local_path, staged_file_name
 
 from .env import BenchEnv
 from .load import Clock, commit_body

@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from client.backoff import conflict_delay
-from client.layout import delta_file, local_path
+from client.contract.layout import delta_file, local_path
 
 from .http import HttpError, RawHttp
 from .stats import Sample

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from client.layout import delta_file
+from client.contract.layout import delta_file
 
 from .cpu import CpuWindow
 from .env import BenchEnv

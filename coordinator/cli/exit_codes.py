@@ -18,7 +18,7 @@ def classify(e: BaseException) -> tuple[int, str] | None:
     """(exit code, one-line message) for an error a command let escape; None for a bug (keep the traceback)."""
     from sqlalchemy.exc import DBAPIError, OperationalError
 
-    from client.errors import CommitOwnerError, SchemaOutOfDateError, UnavailableError
+    from client.contract.errors import CommitOwnerError, SchemaOutOfDateError, UnavailableError
     from coordinator.logs import redact
 
     if isinstance(e, SchemaOutOfDateError):

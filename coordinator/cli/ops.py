@@ -125,8 +125,8 @@ def _client_and_options(endpoint: str, token: str | None, config: str | None, ov
 
 
 def _for(location: str, options: dict[str, Any]) -> dict[str, Any] | None:
-    """The S3 options for an S3 location; none for a local one (client.layout reads the location)."""
-    from client.layout import is_local, normalize_location
+    """The S3 options for an S3 location; none for a local one (client.contract.layout reads the location)."""
+    from client.contract.layout import is_local, normalize_location
 
     return None if is_local(normalize_location(location)) else options
 
@@ -134,7 +134,7 @@ def _for(location: str, options: dict[str, Any]) -> dict[str, Any] | None:
 def _schema(text: str) -> Any:
     import json
 
-    from client.errors import InvalidArgumentError
+    from client.contract.errors import InvalidArgumentError
 
     raw = Path(text[1:]).read_text() if text.startswith("@") else text
     try:
@@ -158,7 +158,7 @@ def tables_create(location: str, schema: str, partitions: tuple[str, ...], props
     """Create an owned table through a running owner: register it, then write version 0 (client.lifecycle)."""
     import json
 
-    from client.errors import InvalidArgumentError
+    from client.contract.errors import InvalidArgumentError
     from client.lifecycle import create_table
 
     bad = [p for p in props if "=" not in p]

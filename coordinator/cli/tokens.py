@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import click
 
-from client.errors import CommitOwnerError
+from client.contract.errors import CommitOwnerError
 from coordinator.cli.exit_codes import classify
 from coordinator.cli.options import load_settings, settings_options
 from coordinator.security.tokens import new_token, parse_scope

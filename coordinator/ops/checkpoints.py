@@ -20,9 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.checkpoint import read_checkpoint_parts
-from client.delta_log import parse_actions
-from client.errors import InvalidArgumentError
-from client.layout import (
+from client.contract.delta_log import parse_actions
+from client.contract.errors import InvalidArgumentError
+from client.contract.layout import (
     LAST_CHECKPOINT,
     checkpoint_file_names,
     delta_file,

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from client.errors import (
+from client.contract.errors import (
     CommitOwnerError,
     ForeignCommitFileError,
     InvalidArgumentError,
@@ -16,7 +16,7 @@ from client.errors import (
     TableNotFoundError,
     UnavailableError,
 )
-from client.layout import commit_dir_uri, delta_file, delta_file_name, log_dir, normalize_location, parse_delta_file
+from client.contract.layout import commit_dir_uri, delta_file, delta_file_name, log_dir, normalize_location, parse_delta_file
 from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore, TableRow, open_engine

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.errors import CommitOwnerError
-from client.layout import commit_dir_uri, parse_staged_file, staged_file
+from client.contract.errors import CommitOwnerError
+from client.contract.layout import commit_dir_uri, parse_staged_file, staged_file
 from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore, TableRow

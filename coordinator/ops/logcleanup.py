@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.layout import (
+from client.contract.layout import (
     COMMIT_DIRS,
     LAST_CHECKPOINT,
     LOG_DIR,

@@ -10,9 +10,9 @@ from typing import Any
 from urllib.parse import unquote
 
 from client.checkpoint import read_checkpoint_parts
-from client.delta_log import parse_actions
-from client.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
-from client.layout import LOG_DIR, deletion_vector_file, delta_file, log_dir, parse_delta_file, staged_file
+from client.contract.delta_log import parse_actions
+from client.contract.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
+from client.contract.layout import LOG_DIR, deletion_vector_file, delta_file, log_dir, parse_delta_file, staged_file
 from client.snapshot import complete_checkpoints
 from coordinator.ops.checkpoints import (
     DEFAULT_DELETED_FILE_RETENTION,
@@ -298,7 +298,7 @@ def _remove_empty_dirs(location: str, removed: list[str]) -> None:
     """Local tables: the folders (e.g. ``batch-*/``) that vacuum emptied go too; object stores have no folders."""
     import os
 
-    from client.layout import local_path
+    from client.contract.layout import local_path
 
     root = local_path(location)
     dirs = {os.path.dirname(p) for p in removed if "/" in p}

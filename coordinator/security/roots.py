@@ -12,8 +12,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from client.errors import LocationNotAllowedError
-from client.layout import LOG_DIR, has_scheme, local_path, normalize_prefix
+from client.contract.errors import LocationNotAllowedError
+from client.contract.layout import LOG_DIR, has_scheme, local_path, normalize_prefix
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from client.errors import InvalidArgumentError
-from client.layout import normalize_prefix as _normalize_prefix
+from client.contract.errors import InvalidArgumentError
+from client.contract.layout import normalize_prefix as _normalize_prefix
 
 ACTIONS = ("read", "commit", "admin")
 _RANK = {a: i for i, a in enumerate(ACTIONS)}

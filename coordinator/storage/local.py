@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
 
-from client.layout import local_path
+from client.contract.layout import local_path
 from client.storage import TMP_PREFIX, put_if_absent_local
 
 from .base import FileInfo, StorageBackend

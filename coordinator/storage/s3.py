@@ -10,7 +10,7 @@ import errno
 import time
 from typing import Any
 
-from client.layout import lost_put_if_absent
+from client.contract.layout import lost_put_if_absent
 
 from .base import FileInfo, StorageBackend
 

@@ -19,7 +19,7 @@ from sqlalchemy.exc import DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import coordinator
-from client.errors import SchemaOutOfDateError
+from client.contract.errors import SchemaOutOfDateError
 
 
 def schema_dir() -> Path:

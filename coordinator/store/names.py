@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import and_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from client.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
+from client.contract.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 
 from .rows import CatalogRow, NameRow, SchemaRow, StagingRow, TableRow
 from .schema import catalogs, owned_tables, schemas, staging_tables, table_names

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from client.layout import staged_file
+from client.contract.layout import staged_file
 
 
 @dataclass(frozen=True)

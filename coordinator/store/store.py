@@ -29,7 +29,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from client.errors import (
+from client.contract.errors import (
     AlreadyExistsError,
     CommitVersionConflictError,
     IdempotencyKeyReusedError,

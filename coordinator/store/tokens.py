@@ -13,7 +13,7 @@ from sqlalchemy import select, update
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from client.errors import UnavailableError
+from client.contract.errors import UnavailableError
 
 from .schema import tokens
 from .store import now_ms
@@ -66,7 +66,7 @@ class TokenStore:
         Returns (row, whether it was created now). Raises InvalidArgumentError when the id is held by
         another secret or was revoked: an imported token is never replaced or revived.
         """
-        from client.errors import InvalidArgumentError
+        from client.contract.errors import InvalidArgumentError
 
         row = await self.get(token_id)
         if row is None:

@@ -30,7 +30,7 @@ from client import (
     TooManyUnbackfilledCommitsError,
     UnavailableError,
 )
-from client.layout import COMMITS_DIR, staged_file, staged_file_name
+from client.contract.layout import COMMITS_DIR, staged_file, staged_file_name
 from coordinator.store import CommitRow, now_ms
 from coordinator.store.schema import owned_tables
 from tests.conftest import BACKENDS, make_backend

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from client import CommitOwnerClient
-from client.delta_log import commit_info, now_ms
+from client.contract.delta_log import commit_info, now_ms
 from client.snapshot import load_snapshot
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from client import CommitOwnerClient
-from client.errors import (
+from client.contract.errors import (
     InvalidArgumentError,
     NotADeltaTableError,
     OwnershipProposalLostError,
@@ -20,7 +20,7 @@ from client.errors import (
     TableOwnedElsewhereError,
     VersionMismatchError,
 )
-from client.layout import delta_file_name
+from client.contract.layout import delta_file_name
 from client.lifecycle import create_table, release_ownership, take_ownership
 from client.storage import LogStorage
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from client import CommitOwnerClient
-from client.delta_log import commit_info, now_ms
-from client.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
-from client.layout import delta_file_name
+from client.contract.delta_log import commit_info, now_ms
+from client.contract.errors import InvalidArgumentError, TableAlreadyExistsError, TableNotFoundError
+from client.contract.layout import delta_file_name
 from client.lifecycle import OwnedTable, create_table, take_ownership
 from client.snapshot import load_snapshot
 

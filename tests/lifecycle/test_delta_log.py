@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from client.delta_log import (
+from client.contract.delta_log import (
     CATALOG_MANAGED,
     COORDINATED_COMMITS_PREVIEW,
     MANAGED_COMMIT,
@@ -19,8 +19,8 @@ from client.delta_log import (
     protocol_with,
     without_owner_properties,
 )
-from client.errors import InvalidArgumentError
-from client.layout import normalize_location
+from client.contract.errors import InvalidArgumentError
+from client.contract.layout import normalize_location
 from client.lifecycle import commit_dir_for
 from client.storage import LogStorage
 

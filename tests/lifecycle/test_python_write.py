@@ -18,7 +18,7 @@ import pytest
 from deltalake import DeltaTable
 
 import client
-from client.errors import TableChangedError
+from client.contract.errors import TableChangedError
 from client.snapshot import load_snapshot
 from client.write import write_table
 

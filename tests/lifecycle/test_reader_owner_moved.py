@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from client.errors import UnavailableError
+from client.contract.errors import UnavailableError
 from client.http import ENDPOINT_ENV
 from client.lifecycle import create_table
 from client.snapshot import load_snapshot

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
-from client.errors import TableNotAcceptingCommitsError
-from client.layout import delta_file_name
+from client.contract.errors import TableNotAcceptingCommitsError
+from client.contract.layout import delta_file_name
 from client.lifecycle import release_ownership, take_ownership
 from client.snapshot import load_snapshot
 

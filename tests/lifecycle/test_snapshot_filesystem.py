@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from client.errors import IncompleteLogError, NotADeltaTableError, VersionNotFoundError
+from client.contract.errors import IncompleteLogError, NotADeltaTableError, VersionNotFoundError
 from client.snapshot import latest_version, list_log, load_snapshot
 from client.storage import LogStorage
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from client.errors import VersionNotFoundError
-from client.layout import delta_file_name
+from client.contract.errors import VersionNotFoundError
+from client.contract.layout import delta_file_name
 from client.lifecycle import OwnedTable, take_ownership
 from client.snapshot import Listing, latest_version, load_snapshot
 

@@ -109,7 +109,7 @@ def test_the_compose_owner_boots_with_tokens_and_takes_commits_on_s3_warehouse(
     import boto3
 
     from client import CommitOwnerClient
-    from client.errors import UnauthenticatedError
+    from client.contract.errors import UnauthenticatedError
     from coordinator.security.tokens import new_token
     from tests.support import ID_SCHEMA, next_ict
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 
-from client.layout import (
+from client.contract.layout import (
     COMMIT_DIRS,
     LAST_CHECKPOINT,
     LOG_DIR,

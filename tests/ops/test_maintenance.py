@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable
 
-from client.delta_log import commit_info, now_ms
-from client.layout import checkpoint_file_names, delta_file_name
+from client.contract.delta_log import commit_info, now_ms
+from client.contract.layout import checkpoint_file_names, delta_file_name
 from client.lifecycle import create_table
 from client.snapshot import load_snapshot
 from tests.lifecycle.helpers import SCHEMA, append_through_owner, rows, tree
@@ -457,7 +457,7 @@ def test_a_checkpoint_whose_files_live_in_sidecars_is_refused_not_read_in_part()
     import pyarrow as pa
 
     from client.checkpoint import read_checkpoint_parts
-    from client.errors import CheckpointUnreadableError
+    from client.contract.errors import CheckpointUnreadableError
 
     buf = io.BytesIO()
     pq.write_table(pa.table({

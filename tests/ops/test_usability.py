@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from client.errors import CommitOwnerError
+from client.contract.errors import CommitOwnerError
 from tests.conftest import make_backend
 from tests.ops.helpers import call
 from tests.ops.test_cli import cli, cli_here
@@ -92,7 +92,7 @@ def test_a_commit_is_judged_by_its_content_type_and_a_refusal_names_the_accepted
 
 def _server_codes() -> set[str]:
     """Codes of every CommitOwnerError class the service's code raises, plus the routing ones."""
-    import client.errors as errors
+    import client.contract.errors as errors
     import coordinator.lifecycle as lifecycle
 
     classes = {c.__name__: c for mod in (errors, lifecycle) for c in vars(mod).values()

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from client import CommitOwnerClient
-from client.errors import CommitStateUnknownError, PayloadTooLargeError, UnavailableError
+from client.contract.errors import CommitStateUnknownError, PayloadTooLargeError, UnavailableError
 from harness.checker import check, db_rows, lister
 from harness.faults import make_tables, start_services
 from harness.workload import CLOCK, Workload, commit_body

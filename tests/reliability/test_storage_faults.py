@@ -8,7 +8,7 @@ import time
 import pytest
 
 from client import CommitOwnerClient
-from client.errors import CommitStateUnknownError, UnavailableError
+from client.contract.errors import CommitStateUnknownError, UnavailableError
 from harness.checker import check, lister
 from harness.faults import FaultLog, make_tables, report, start_services
 from harness.workload import CLOCK, Workload, commit_body

@@ -163,7 +163,7 @@ def test_the_default_root_is_a_local_warehouse_under_the_working_directory(tmp_p
 @on(LOCAL)
 async def test_a_delta_log_symlinked_out_of_the_root_is_refused_at_registration_and_at_commit(
         roots: tuple[InProcess, str]) -> None:
-    from client.errors import LocationNotAllowedError
+    from client.contract.errors import LocationNotAllowedError
     from tests.support import actions, delta_file, ndjson, version0
 
     svc, root = roots

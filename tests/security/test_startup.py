@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from client.errors import UnauthenticatedError
+from client.contract.errors import UnauthenticatedError
 from tests.conftest import make_backend
 from tests.support import ROOT, Service, free_port
 

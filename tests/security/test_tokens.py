@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from client import CommitOwnerClient
-from client.errors import PermissionDeniedError, UnauthenticatedError
+from client.contract.errors import PermissionDeniedError, UnauthenticatedError
 from tests.security.conftest import State, call, cli, make_token, store_token
 from tests.support import Service, actions, delta_file, ndjson, version0, wait_until
 
@@ -200,7 +200,7 @@ def test_the_service_log_never_holds_a_token(world: World) -> None:
 
 
 def test_client_maps_401_and_403_without_an_envelope(world: World) -> None:
-    from client.errors import error_from_envelope
+    from client.contract.errors import error_from_envelope
 
     assert isinstance(error_from_envelope(401, None), UnauthenticatedError)
     assert isinstance(error_from_envelope(403, {"unexpected": 1}), PermissionDeniedError)

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from client.layout import local_path as layout_local_path
+from client.contract.layout import local_path as layout_local_path
 from tests.security.conftest import call
 from tests.support import ROOT, Backend, Service, free_port
 

@@ -3,7 +3,7 @@ with its status, from the one table in coordinator/api/unity/errors.py."""
 
 from __future__ import annotations
 
-import client.errors as errors
+import client.contract.errors as errors
 from coordinator.api.unity.errors import uc_envelope
 
 # UC OSS's ErrorCode (status per code) plus the two newer codes its commits API answers.

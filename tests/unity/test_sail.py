@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from client.delta_log import CATALOG_MANAGED
-from client.layout import LAST_CHECKPOINT, LOG_DIR, STAGED_COMMITS_DIR, delta_file_name, parse_staged_file
+from client.contract.delta_log import CATALOG_MANAGED
+from client.contract.layout import LAST_CHECKPOINT, LOG_DIR, STAGED_COMMITS_DIR, delta_file_name, parse_staged_file
 from client.snapshot import load_snapshot
 from tests.conftest import make_backend
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from client.errors import InvalidArgumentError
+from client.contract.errors import InvalidArgumentError
 
 from ..auth import require
 from ..errors import json_body, json_response, only_params

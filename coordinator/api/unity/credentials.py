@@ -12,8 +12,8 @@ import re
 
 from aiohttp import web
 
-from client.errors import InvalidArgumentError, PermissionDeniedError
-from client.layout import normalize_location
+from client.contract.errors import InvalidArgumentError, PermissionDeniedError
+from client.contract.layout import normalize_location
 from coordinator.security.roots import check_allowed
 from coordinator.security.tokens import covers
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from client import errors as e
+from client.contract import errors as e
 
 PREFIX = "/api/2.1/unity-catalog"
 

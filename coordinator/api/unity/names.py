@@ -18,7 +18,7 @@ def page(request: web.Request) -> Page:
 async def _body(request: web.Request, allowed: set[str]) -> dict:
     body = await json_body(request, allowed)
     if body.get("storage_root") is not None:
-        from client.errors import InvalidArgumentError
+        from client.contract.errors import InvalidArgumentError
 
         raise InvalidArgumentError("storage_root is not supported: managed tables go under --managed-location")
     return body

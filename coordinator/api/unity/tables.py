@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from client.errors import InvalidArgumentError
-from client.layout import normalize_location
+from client.contract.errors import InvalidArgumentError
+from client.contract.layout import normalize_location
 
 from ..auth import require
 from ..errors import json_body, json_response, only_params
