@@ -24,16 +24,26 @@ from client.contract.errors import (
     IdempotencyKeyReusedError,
     InvalidArgumentError,
     InvalidCommitError,
+    LocationNotAllowedError,
     OwnershipPublishedError,
+    PayloadTooLargeError,
     TableAlreadyExistsError,
     TableNotFoundError,
     UnavailableError,
 )
-from client.contract.layout import check_commit_dir, normalize_location, staged_file, staged_file_name
-from coordinator.security.roots import check_allowed, check_local_log, parse_roots
+from client.contract.layout import (
+    STAGED_COMMITS_DIR,
+    check_commit_dir,
+    normalize_location,
+    parse_staged_file,
+    staged_file,
+    staged_file_name,
+)
+from coordinator.security.roots import check_allowed, check_local_log, parse_root, parse_roots
+from coordinator.security.tokens import covers
 
 from .commit_body import ClockRule, parse_commit_body
-from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names
+from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names, newest_version
 from .settings import Settings
 from .storage import StorageRouter
 from .storage.base import FileInfo
@@ -105,27 +115,12 @@ class _Turn:
         return commits if [c["version"] for c in commits] == list(range(version, self.latest + 1)) else None
 
 
-def parse_uuid(value: str, what: str) -> str:
+def _key_uid(key: str) -> str:
+    """The canonical spelling of an idempotency key; it becomes part of a staged file's name."""
     try:
-        return str(uuid.UUID(value))
+        return str(uuid.UUID(key))
     except (ValueError, AttributeError, TypeError):
-        raise InvalidArgumentError(f"{what} must be a UUID") from None
-
-
-def int_field(body: dict[str, Any], name: str, *, default: int | None = None, required: bool = False,
-              minimum: int | None = None) -> int | None:
-    """The integer ``name`` of a JSON request body (``default`` when absent; null is absent): never a bool, at
-    most 2**62 in size, at least ``minimum``. Raises InvalidArgumentError naming the field."""
-    v = body.get(name, default)
-    if v is None:
-        if required:
-            raise InvalidArgumentError(f"{name} is required")
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or abs(v) > 2**62:
-        raise InvalidArgumentError(f"{name} must be an integer")
-    if minimum is not None and v < minimum:
-        raise InvalidArgumentError(f"{name} must be >= {minimum}")
-    return v
+        raise InvalidArgumentError("Idempotency-Key must be a UUID") from None
 
 
 class CommitService:
@@ -232,7 +227,7 @@ class CommitService:
             raise InvalidCommitError("Commit version 0 must go via filesystem.", latest_table_version=None)
         if version < 0:
             raise InvalidCommitError(f"Commit version {version} is not valid: versions start at 0.")
-        uid = parse_uuid(idempotency_key, "Idempotency-Key") if idempotency_key else str(uuid.uuid4())
+        uid = _key_uid(idempotency_key) if idempotency_key else str(uuid.uuid4())
         key = uid if idempotency_key else None
         turn = self._turn(table_id)
         if (stale := turn.stale(version)) is not None:
@@ -369,4 +364,153 @@ class CommitService:
         err.unseen_commits_complete = [r.version for r in rows] == list(range(version, table.latest_version + 1))
 
     async def find_table(self, location: str) -> TableRow:
+        """The table registered at ``location``. Raises TableNotFoundError."""
         return await self.store.find_table(normalize_location(location))
+
+    async def table(self, table_id: str) -> TableRow:
+        """The registration of ``table_id``. Raises TableNotFoundError."""
+        return await self.store.get_table(table_id)
+
+    async def tables(self) -> list[TableRow]:
+        return await self.store.list_tables()
+
+    async def table_at(self, table_id: str, table_uri: str) -> TableRow:
+        """The table ``table_id`` after checking that ``table_uri`` is its registered location.
+        Raises TableNotFoundError, InvalidArgumentError."""
+        table = await self.store.get_table(table_id)
+        if normalize_location(table_uri) != table.location:
+            raise InvalidArgumentError(f"table_uri {table_uri[:200]!r} is not the registered location of table "
+                                       f"{table.table_id}")
+        return table
+
+    async def tables_near(self, location: str) -> list[TableRow]:
+        """The registered tables at, above or below ``location``."""
+        return [t for t in await self.store.list_tables() if covers(location, t.location) or covers(t.location, location)]
+
+    async def unpublished_commits(self, table_id: str) -> tuple[TableRow, list[CommitRow]]:
+        """The table and its ratified commits not yet published as ``<v>.json``, in one read."""
+        table, rows = await self.store.get_commits(table_id, None, None)
+        return table, rows
+
+    async def commits_between(self, table_id: str, start: int, end: int | None) -> tuple[TableRow, list[CommitRow]]:
+        """The table and every ratified commit from ``start`` to ``end``, published or not, in one read."""
+        if end is not None and start > end:
+            raise InvalidArgumentError(f"start version {start} is greater than end version {end}")
+        return await self.store.get_commits(table_id, start, end, backfilled=True)
+
+    # -- locations ----------------------------------------------------------------------------------
+
+    def check_location(self, location: str) -> str:
+        """``location`` normalized, once it lies under an allowed root. Raises LocationNotAllowedError."""
+        loc = normalize_location(location)
+        check_allowed(loc, self.roots)
+        return loc
+
+    def managed_root(self) -> str:
+        """The canonical managed location; raises LocationNotAllowedError when no allowed root holds it."""
+        root = parse_root(self.settings.managed_location).uri
+        try:
+            check_allowed(root + "/x", self.roots)
+        except LocationNotAllowedError:
+            raise LocationNotAllowedError(
+                f"the managed location {root} lies outside every allowed root: set --managed-location "
+                "under an --allow-location root") from None
+        return root
+
+    async def newest_version(self, location: str) -> int:
+        """The newest version published in the log at ``location`` (-1: none). Raises UnavailableError."""
+        newest, _ = await newest_version(self.storage.for_uri(location), location)
+        return newest
+
+    async def register_staged_create(self, location: str, staging_id: str, name: NameRow) -> TableRow:
+        """Register a catalog-managed table the writer creates at a reserved location: it writes version 0
+        itself (before this call, as delta-spark does, or right after it, as Sail 0.7 does) and the owner
+        ratifies from version 1 on, in ``_staged_commits``."""
+        loc = normalize_location(location)
+        newest = await self.newest_version(loc)
+        return await self.register_table(loc, -1, STAGED_COMMITS_DIR, name=name, table_id=staging_id,
+                                         log_version=-1 if newest < 0 else 0, staging_id=staging_id)
+
+    async def register_existing(self, location: str, name: NameRow) -> TableRow:
+        """Register (take over) the Delta table at ``location`` at its newest published version."""
+        loc = self.check_location(location)  # before the log is even listed
+        return await self.register_table(loc, await self.newest_version(loc), None, name=name)
+
+    # -- writer-staged commits (catalog-managed tables) ------------------------------------------------
+
+    async def commit_staged(self, table: TableRow, version: int, file_name: str, file_size: int) -> None:
+        """Ratify the file the writer staged as ``_delta_log/_staged_commits/<file_name>`` as ``version``.
+
+        The file is read and checked like an owner-written body (its size must be ``file_size``). The same
+        version with the same file name again is a no-op, even once the staged file was cleaned up. Raises
+        InvalidArgumentError / InvalidCommitError (bad name, missing or wrong-sized file), PayloadTooLargeError,
+        UnavailableError, and the CommitFailedError family of ``commit``.
+        """
+        if table.commit_dir != STAGED_COMMITS_DIR:
+            raise InvalidArgumentError(f"table {table.table_id} does not take writer-staged commits (its "
+                                       "commits are written by the owner: use /api/v1)")
+        staged = parse_staged_file(file_name)
+        if staged is None:
+            raise InvalidArgumentError(f"file name {file_name[:80]!r} is not one path segment of the form "
+                                       "<version:020>.<uuid>.json")
+        if staged.version != version:
+            raise InvalidArgumentError(f"file name {file_name[:80]!r} names version {staged.version}, not {version}")
+        uid = staged.uid
+        try:
+            canonical = str(uuid.UUID(uid))
+        except ValueError:
+            canonical = ""
+        if canonical != uid:
+            raise InvalidArgumentError("the uuid of a staged file name must be a UUID written in lower case")
+        if version <= 0:
+            raise InvalidCommitError(f"Commit version {version} must go via filesystem." if version == 0 else
+                                     f"Commit version {version} is not valid: versions start at 0.")
+        limit = self.settings.max_body_bytes
+        if file_size > limit:
+            raise PayloadTooLargeError(f"file size {file_size} is above the largest accepted commit "
+                                       f"({limit} bytes, --max-body-bytes)")
+        path = staged_file(table.location, STAGED_COMMITS_DIR, file_name)
+        storage = self.storage.for_uri(path)
+        try:
+            stat = await storage.info(path)
+            data = await storage.read(path) if stat.size == file_size else b""
+        except FileNotFoundError:
+            prior = await self.store.get_commit(table.table_id, version)
+            if prior is not None and prior.file_name == file_name:
+                return  # the retry of a commit already ratified (its staged file was cleaned up since)
+            raise InvalidCommitError(f"the staged commit file _delta_log/{STAGED_COMMITS_DIR}/{file_name} does not "
+                                     "exist: write it before committing") from None
+        except OSError as e:
+            raise UnavailableError(f"log storage unavailable while reading the staged file: {type(e).__name__}") from e
+        if stat.size != file_size or len(data) != file_size:
+            raise InvalidCommitError(f"the staged commit file {file_name} holds {max(stat.size, len(data))} "
+                                     f"bytes, not the {file_size} bytes sent")
+        await self.commit(table.table_id, version, data, uid, staged=dataclasses.replace(stat, size=len(data)))
+
+    async def report_published(self, table_id: str, version: int, *, quiet: bool = False) -> None:
+        """The writer published every version <= ``version``: check (identical bytes) and record it.
+
+        Raises InvalidArgumentError beyond the latest ratified version; with ``quiet`` a failed check is
+        logged rather than raised (the writer's new commit rides on the same request)."""
+        table = await self.store.get_table(table_id)
+        if version > table.latest_version:
+            raise InvalidArgumentError(f"the published version {version} is beyond the latest committed "
+                                       f"version {table.latest_version}")
+        if self.backfiller is None or version <= table.latest_backfilled_version:
+            return
+        try:
+            await self.backfiller.backfill(table_id, version, wait_seconds=5.0)
+        except CommitOwnerError as e:
+            if not quiet:
+                raise
+            log.warning("table %s: recording the writer's backfill through %d failed: %s", table_id, version,
+                        e.message)
+
+    async def backfill(self, table_id: str, version: int | None, last_known_backfilled: int | None) -> TableRow:
+        """Publish ratified commits through ``version`` (all when None) now; returns the table after it."""
+        if self.backfiller is None:
+            raise UnavailableError("this process runs no backfiller")
+        return await self.backfiller.backfill(table_id, version, last_known_backfilled=last_known_backfilled)
+
+    def forget_place(self, table_id: str) -> None:
+        self._places.pop(table_id, None)

@@ -10,17 +10,18 @@ from aiohttp import web
 from backfill.worker import Backfiller
 from coordinator.ops.janitor import Janitor
 
+from ..catalog import Catalog
 from ..metrics import Metrics, RecentErrors
 from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
 from ..store import OwnershipStore, open_engine
-from ..unity import UnityCatalog
+from ..store.names import NameStore
 from ..vending import CredentialVendor
 from . import commits, health, observe, openapi, status, tables
 from .auth import auth_middleware, check_auth_mode, tokens_ctx
 from .errors import error_middleware
-from .keys import BACKFILLER, JANITOR, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE, UNITY, VENDOR
+from .keys import BACKFILLER, CATALOG, JANITOR, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE, VENDOR
 from .unity.routes import add_routes as add_unity_routes
 
 log = logging.getLogger("commit_owner.app")
@@ -50,7 +51,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     backfiller = Backfiller(app[STORE], app[STORAGE], s, background=s.backfill, metrics=app[METRICS])
     service = CommitService(s, app[STORE], app[STORAGE], backfiller=backfiller, metrics=app[METRICS])
     app[SERVICE] = service
-    app[UNITY] = UnityCatalog(service)
+    app[CATALOG] = Catalog(service, NameStore(app[STORE]))
     app[VENDOR] = CredentialVendor(s)
     app[BACKFILLER] = backfiller
     await backfiller.start()

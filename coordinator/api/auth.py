@@ -23,11 +23,11 @@ from client.contract.errors import InvalidArgumentError, PermissionDeniedError, 
 from client.contract.layout import local_path, normalize_location
 from coordinator.security.tokens import Principal, secret_matches, split_token
 
-from ..service import parse_uuid
 from ..settings import Settings
 from ..store.tokens import TokenStore
 from .errors import Handler, error_response, json_body
 from .keys import OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
+from .parse import parse_uuid
 
 log = logging.getLogger("commit_owner.auth")
 

@@ -6,9 +6,9 @@ from aiohttp import web
 
 from client.contract.errors import CommitVersionConflictError, InvalidArgumentError
 
-from ..service import parse_uuid
 from .errors import json_response, only_params, query_int
 from .keys import SERVICE, TABLE_ID, VERSION
+from .parse import parse_uuid
 
 # The Content-Types a commit body may carry: NDJSON's own, and the generic ones HTTP clients send for raw bytes
 # (no Content-Type at all reads as application/octet-stream). Anything else, e.g. curl -d's form encoding, is

@@ -9,12 +9,12 @@ from aiohttp import web
 from backfill.worker import Backfiller
 from coordinator.ops.janitor import Janitor
 
+from ..catalog import Catalog
 from ..metrics import Metrics, RecentErrors
 from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
 from ..store import OwnershipStore
-from ..unity import UnityCatalog
 from ..vending import CredentialVendor
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -22,7 +22,7 @@ STORE = web.AppKey("store", OwnershipStore)
 STORAGE = web.AppKey("storage", StorageRouter)
 SERVICE = web.AppKey("service", CommitService)
 BACKFILLER = web.AppKey("backfiller", Backfiller)
-UNITY = web.AppKey("unity", UnityCatalog)
+CATALOG = web.AppKey("catalog", Catalog)
 VENDOR = web.AppKey("vendor", CredentialVendor)
 
 JANITOR = web.AppKey("janitor", Janitor)

@@ -6,10 +6,10 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
 
-from ..service import int_field, parse_uuid
-from ..unity import v1_name
+from ..catalog import external_name
 from .errors import json_body, json_response, only_params
-from .keys import BACKFILLER, SERVICE, STORE, VISIBLE
+from .keys import SERVICE, VISIBLE
+from .parse import int_field, parse_uuid
 
 
 async def register_table(request: web.Request) -> web.Response:
@@ -22,7 +22,7 @@ async def register_table(request: web.Request) -> web.Response:
     commit_dir = body.get("commitDir")
     if commit_dir is not None and not isinstance(commit_dir, str):
         raise InvalidArgumentError("commitDir must be a string")
-    name = v1_name(body["name"]) if body.get("name") is not None else None
+    name = external_name(body["name"]) if body.get("name") is not None else None
     table = await request.app[SERVICE].register_table(location, current, commit_dir,  # type: ignore[arg-type]
                                                       name=name)
     return json_response(table.to_json(), status=201)
@@ -38,7 +38,7 @@ async def forget_table(request: web.Request) -> web.Response:
 async def get_table(request: web.Request) -> web.Response:
     only_params(request, set())
     table_id = parse_uuid(request.match_info["table_id"], "table id")
-    return json_response((await request.app[STORE].get_table(table_id)).to_json())
+    return json_response((await request.app[SERVICE].table(table_id)).to_json())
 
 
 async def list_tables(request: web.Request) -> web.Response:
@@ -47,7 +47,7 @@ async def list_tables(request: web.Request) -> web.Response:
     if location is not None:
         table = await request.app[SERVICE].find_table(location)
         return json_response(table.to_json())
-    tables = await request.app[STORE].list_tables()
+    tables = await request.app[SERVICE].tables()
     visible = request.get(VISIBLE)  # set by the auth middleware: only tables the token may read
     return json_response({"tables": [t.to_json() for t in tables if visible is None or visible(t.location)]})
 
@@ -58,5 +58,5 @@ async def backfill(request: web.Request) -> web.Response:
     body = await json_body(request, {"version", "lastKnownBackfilledVersion"})
     version = int_field(body, "version", minimum=0)
     last_known = int_field(body, "lastKnownBackfilledVersion", minimum=-1)
-    table = await request.app[BACKFILLER].backfill(table_id, version, last_known_backfilled=last_known)
+    table = await request.app[SERVICE].backfill(table_id, version, last_known)
     return json_response(table.to_json())

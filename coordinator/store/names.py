@@ -131,6 +131,14 @@ class NameStore:
             raise NotFoundError(f"no staging table at {location}: create one with POST /staging-tables first")
         return StagingRow(**r._mapping)
 
+    async def get_staging(self, table_id: str) -> StagingRow:
+        """Raises NotFoundError."""
+        async with self.store._tx(write=False, single=True) as conn:
+            r = (await conn.execute(select(staging_tables).where(staging_tables.c.id == table_id))).first()
+        if r is None:
+            raise NotFoundError(f"no staging table with id {table_id}")
+        return StagingRow(**r._mapping)
+
     # -- named tables -------------------------------------------------------------------------------
 
     async def get_named(self, catalog: str, schema: str, name: str) -> tuple[TableRow, NameRow]:
@@ -163,6 +171,16 @@ class NameStore:
         """Forget a table's name (the ownership row stays). Returns whether there was one."""
         async with self.store._tx(single=True) as conn:
             res = await conn.execute(table_names.delete().where(table_names.c.table_id == table_id))
+        return bool(res.rowcount)
+
+    async def rename(self, table_id: str, new: str) -> bool:
+        """Give a named table another name in its schema. Returns whether it had a name; raises AlreadyExistsError."""
+        try:
+            async with self.store._tx(single=True) as conn:
+                res = await conn.execute(update(table_names).where(table_names.c.table_id == table_id)
+                                         .values(name=new, updated_at=now_ms()))
+        except IntegrityError:
+            raise AlreadyExistsError(f"a table named {new} already exists in this schema") from None
         return bool(res.rowcount)
 
     async def update_metadata(self, table_id: str, *, columns: list[dict[str, Any]] | None,

@@ -6,12 +6,24 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
 
+from ...store.rows import TableRow
 from ..auth import require
 from ..errors import json_body, json_response, only_params
-from ..keys import UNITY
+from ..keys import CATALOG, SERVICE
+from ..parse import int_field, parse_uuid, str_field
+from .shapes import commit_json, commit_metadata
 
 COMMIT_FIELDS = {"table_id", "table_uri", "commit_info", "latest_backfilled_version", "metadata", "uniform"}
 GET_FIELDS = {"table_id", "table_uri", "start_version", "end_version"}
+
+
+async def _table(request: web.Request, body: dict) -> TableRow:
+    """The table a commits request names, after checking ``table_uri`` against its location."""
+    table_id = parse_uuid(str_field(body, "table_id"), "table_id")
+    table_uri = body.get("table_uri")
+    if not isinstance(table_uri, str):
+        raise InvalidArgumentError("table_uri is required and must be a string")
+    return await request.app[SERVICE].table_at(table_id, table_uri)
 
 
 async def commit(request: web.Request) -> web.Response:
@@ -19,10 +31,32 @@ async def commit(request: web.Request) -> web.Response:
     body = await json_body(request, COMMIT_FIELDS)
     if body.get("uniform") is not None:
         raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
-    uc = request.app[UNITY]
-    table = await uc.table_for(body)
+    table = await _table(request, body)
     require(request, "commit", table.location)
-    return json_response(await uc.commit(table, body))
+    info = body.get("commit_info")
+    published = int_field(body, "latest_backfilled_version", minimum=0)
+    if info is None and published is None:
+        raise InvalidArgumentError("send commit_info, latest_backfilled_version or both")
+    if info is not None and not isinstance(info, dict):
+        raise InvalidArgumentError("commit_info must be an object")
+    service, catalog = request.app[SERVICE], request.app[CATALOG]
+    if published is not None:
+        # First what the writer published (that frees the backlog), then its new commit.
+        await service.report_published(table.table_id, published, quiet=info is not None)
+    if info is not None:
+        metadata = commit_metadata(body.get("metadata"))  # checked before anything is ratified
+        await catalog.managed(table)
+        version = int_field(info, "version", required=True)
+        size = int_field(info, "file_size", required=True, minimum=0)
+        for f in ("timestamp", "file_modification_timestamp"):
+            int_field(info, f, required=True)
+        file_name = info.get("file_name")
+        if not isinstance(file_name, str):
+            raise InvalidArgumentError("commit_info.file_name is required and must be a string")
+        await service.commit_staged(table, version, file_name, size)  # type: ignore[arg-type]
+        if metadata is not None:
+            await catalog.update_metadata(table.table_id, **metadata)
+    return json_response({})
 
 
 async def get_commits(request: web.Request) -> web.Response:
@@ -39,7 +73,13 @@ async def get_commits(request: web.Request) -> web.Response:
                 raise InvalidArgumentError(f"query parameter {key} must be an integer") from None
         else:
             body[key] = raw
-    uc = request.app[UNITY]
-    table = await uc.table_for(body)
+    table = await _table(request, body)
     require(request, "read", table.location)
-    return json_response(await uc.get_commits(table, body))
+    start = int_field(body, "start_version", required=True, minimum=0)
+    end = int_field(body, "end_version", minimum=0)
+    # Every ratified commit in the range, published or not: Sail 0.7 looks a version the catalog does not
+    # list up in _delta_log/_staged_commits/ and gives up when a lost race left a second file there.
+    table, rows = await request.app[SERVICE].commits_between(table.table_id, start, end)  # type: ignore[arg-type]
+    return json_response({"commits": [commit_json(r) for r in rows], "latest_table_version": table.latest_version})
+
+

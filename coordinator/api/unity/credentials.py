@@ -13,15 +13,12 @@ import re
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError, PermissionDeniedError
-from client.contract.layout import normalize_location
-from coordinator.security.roots import check_allowed
-from coordinator.security.tokens import covers
 
-from ...service import parse_uuid
 from ...vending import PATH_OPERATIONS, TABLE_OPERATIONS, Access, Vended
 from ..auth import require
 from ..errors import json_body, json_response, only_params
 from ..keys import METRICS, PRINCIPAL, SERVICE, VENDOR
+from ..parse import parse_uuid
 
 log = logging.getLogger("commit_owner.vending")
 
@@ -56,9 +53,8 @@ async def table_credentials(request: web.Request) -> web.Response:
     if not isinstance(raw_id, str):
         raise InvalidArgumentError("table_id is required and must be a string")
     operation, access, action = _operation(body, TABLE_OPERATIONS)
-    service = request.app[SERVICE]
-    table = await service.store.get_table(parse_uuid(raw_id, "table_id"))
-    check_allowed(table.location, service.roots)
+    table = await request.app[SERVICE].table(parse_uuid(raw_id, "table_id"))
+    request.app[SERVICE].check_location(table.location)
     require(request, action, table.location, on_disk=True)
     return await _issue(request, table.location, operation, access, table.table_id)
 
@@ -70,16 +66,13 @@ async def path_credentials(request: web.Request) -> web.Response:
     if not isinstance(url, str) or not url:
         raise InvalidArgumentError("url is required and must be a string")
     operation, access, action = _operation(body, PATH_OPERATIONS)
-    location = normalize_location(url)
-    service = request.app[SERVICE]
-    check_allowed(location, service.roots)
+    location = request.app[SERVICE].check_location(url)
     require(request, action, location, on_disk=True)
     if access != "read":
         # A path write credential never reaches a registered table's files (its _delta_log included):
         # a table's writers ask for temporary-table-credentials.
-        for t in await service.store.list_tables():
-            if covers(location, t.location) or covers(t.location, location):
-                raise PermissionDeniedError(
-                    f"{operation} is refused: a registered table lies at, above or below this path; ask "
-                    "temporary-table-credentials with its table_id")
+        if await request.app[SERVICE].tables_near(location):
+            raise PermissionDeniedError(
+                f"{operation} is refused: a registered table lies at, above or below this path; ask "
+                "temporary-table-credentials with its table_id")
     return await _issue(request, location, operation, access, None)

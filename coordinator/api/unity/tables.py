@@ -7,10 +7,12 @@ from aiohttp import web
 from client.contract.errors import InvalidArgumentError
 from client.contract.layout import normalize_location
 
+from ...catalog import MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
 from ..auth import require
 from ..errors import json_body, json_response, only_params
-from ..keys import UNITY, VISIBLE
+from ..keys import CATALOG, VISIBLE
 from .names import page
+from .shapes import check_columns, table_json
 
 TABLE_FIELDS = {"name", "catalog_name", "schema_name", "table_type", "data_source_format", "columns",
                 "storage_location", "comment", "properties", "view_definition", "view_dependencies"}
@@ -18,46 +20,64 @@ TABLE_FIELDS = {"name", "catalog_name", "schema_name", "table_type", "data_sourc
 
 async def create_staging_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    uc = request.app[UNITY]
+    catalog = request.app[CATALOG]
     body = await json_body(request, {"name", "catalog_name", "schema_name"})
-    require(request, "admin", uc.managed_root() + "/x")
-    return json_response(await uc.create_staging_table(body))
+    require(request, "admin", catalog.managed_root() + "/x")
+    row = await catalog.reserve(check_name(body.get("catalog_name"), "catalog_name"),
+                                check_name(body.get("schema_name"), "schema_name"), check_name(body.get("name"), "name"))
+    return json_response({"id": row.id, "name": row.name, "catalog_name": row.catalog_name,
+                          "schema_name": row.schema_name, "staging_location": row.location})
 
 
 async def create_table(request: web.Request) -> web.Response:
+    """MANAGED + DELTA at a staging location, or EXTERNAL + DELTA at an allowed storage location."""
     only_params(request, set())
     body = await json_body(request, TABLE_FIELDS)
     location = body.get("storage_location")
     if not isinstance(location, str) or not location:
         raise InvalidArgumentError("storage_location is required and must be a string")
     require(request, "admin", normalize_location(location), on_disk=True)
-    return json_response(await request.app[UNITY].create_table(body))
+    table_type = body.get("table_type")
+    if table_type not in TABLE_TYPES:
+        raise InvalidArgumentError("table_type must be MANAGED or EXTERNAL (views are not supported)")
+    if body.get("data_source_format") != "DELTA":
+        raise InvalidArgumentError("data_source_format must be DELTA")
+    if body.get("view_definition") is not None or body.get("view_dependencies") is not None:
+        raise InvalidArgumentError("view_definition and view_dependencies are only for views")
+    named = new_name(check_name(body.get("catalog_name"), "catalog_name"),
+                     check_name(body.get("schema_name"), "schema_name"), check_name(body.get("name"), "name"),
+                     MANAGED if table_type == MANAGED else table_type,
+                     columns=check_columns(body.get("columns")), properties=check_properties(body.get("properties")),
+                     comment=check_comment(body.get("comment")))
+    table, name = await request.app[CATALOG].create_table(named, location)
+    return json_response(table_json(table, name))
 
 
 async def get_table(request: web.Request) -> web.Response:
     # Polars 2.1 repeats the name as a query parameter (?full_name=...): accepted when it is the same name.
     only_params(request, {"full_name", "read_streaming_table_as_managed", "read_materialized_view_as_managed"})
-    from ...unity import table_json
-
     full_name = request.match_info["full_name"]
     if request.query.get("full_name", full_name) != full_name:
         raise InvalidArgumentError("the full_name query parameter names another table than the path")
-    table, name = await request.app[UNITY].named_table(full_name)
+    table, name = await request.app[CATALOG].named_by_full_name(full_name)
     require(request, "read", table.location)
     return json_response(table_json(table, name))
 
 
 async def list_tables(request: web.Request) -> web.Response:
     only_params(request, {"catalog_name", "schema_name", "max_results", "page_token"})
-    q = request.query
-    return json_response(await request.app[UNITY].list_tables(q.get("catalog_name"), q.get("schema_name"),
-                                                              page(request), request.get(VISIBLE)))
+    q, p = request.query, page(request)
+    rows = await request.app[CATALOG].list_tables(check_name(q.get("catalog_name"), "catalog_name"),
+                                                  check_name(q.get("schema_name"), "schema_name"), p.after, p.limit)
+    visible = request.get(VISIBLE)
+    shown = [table_json(t, n) for t, n in rows if visible is None or visible(t.location)]
+    return json_response(p.reply("tables", shown, [n.name for _, n in rows]))
 
 
 async def delete_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    uc = request.app[UNITY]
-    table, _ = await uc.named_table(request.match_info["full_name"])
+    catalog = request.app[CATALOG]
+    table, _ = await catalog.named_by_full_name(request.match_info["full_name"])
     require(request, "admin", table.location)
-    await uc.delete_table(table)
+    await catalog.drop(table)
     return json_response({})

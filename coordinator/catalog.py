@@ -1,0 +1,226 @@
+"""The catalog: names (catalogs, schemas, tables), staging reservations and table metadata.
+
+The second half of the core, beside the commit service: every API that finds tables by name (Unity
+Catalog 2.1 and its preview commits, the Delta REST Catalog API, ``/api/v1`` registration with a name)
+calls it. It keeps names in the name store and asks the commit service for everything of the commit path
+(registration, locations, ratification): it never ratifies, reads a log or checks a root itself.
+Inputs are typed values the adapters parsed; replies are rows the adapters shape.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from typing import Any
+
+from client.contract.delta_log import TABLE_ID_PROPERTY
+from client.contract.errors import (
+    CommitOwnerError,
+    InvalidArgumentError,
+    NotFoundError,
+    OwnershipPublishedError,
+    TableNotFoundError,
+)
+from client.contract.layout import STAGED_COMMITS_DIR, normalize_location
+
+from .service import CommitService
+from .store import TableRow, now_ms
+from .store.names import NameStore
+from .store.rows import CatalogRow, NameRow, SchemaRow, StagingRow
+
+log = logging.getLogger("commit_owner.catalog")
+
+MANAGED, EXTERNAL = "MANAGED", "EXTERNAL"
+TABLE_TYPES = (MANAGED, EXTERNAL)
+
+
+# -- name rules (every API) ----------------------------------------------------------------------------
+
+
+def check_name(value: Any, what: str) -> str:
+    """A catalog, schema or table name: 1-255 characters, no '.', '/', space or control character."""
+    if not isinstance(value, str) or not value:
+        raise InvalidArgumentError(f"{what} is required and must be a non-empty string")
+    if len(value) > 255 or any(c in "./ " or ord(c) < 32 or ord(c) == 127 for c in value):
+        raise InvalidArgumentError(f"{what} {value[:40]!r} is not a valid name: 1-255 characters without "
+                                   "'.', '/', spaces or control characters")
+    return value
+
+
+def split_full_name(full: str, parts: int) -> list[str]:
+    pieces = full.split(".")
+    what = "catalog.schema" if parts == 2 else "catalog.schema.table"
+    if len(pieces) != parts:
+        raise InvalidArgumentError(f"{full[:80]!r} is not a full name of the form {what}")
+    return [check_name(p, "name part") for p in pieces]
+
+
+def check_properties(value: Any, what: str = "properties") -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise InvalidArgumentError(f"{what} must be an object of string values")
+    return dict(value)
+
+
+def check_comment(value: Any, what: str = "comment") -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise InvalidArgumentError(f"{what} must be a string")
+    return value
+
+
+def new_name(catalog: str, schema: str, name: str, table_type: str, *, columns: list[dict[str, Any]] | None = None,
+             properties: dict[str, str] | None = None, comment: str | None = None) -> NameRow:
+    """A table's name row before it is registered (its table id is filled in by the registration)."""
+    ts = now_ms()
+    return NameRow(table_id="", catalog_name=catalog, schema_name=schema, name=name, table_type=table_type,
+                   data_source_format="DELTA", comment=comment, columns=columns or [], properties=properties or {},
+                   created_at=ts, updated_at=ts)
+
+
+def external_name(full_name: Any) -> NameRow:
+    """The name of a table registered through ``/api/v1/tables`` (``catalog.schema.table``): an EXTERNAL
+    DELTA table to the catalog, whose schema lives in its log only."""
+    if not isinstance(full_name, str):
+        raise InvalidArgumentError("name must be a string of the form catalog.schema.table")
+    catalog, schema, name = split_full_name(full_name, 3)
+    return new_name(catalog, schema, name, EXTERNAL)
+
+
+class Catalog:
+    """Names over the commit service. Raises the CommitOwnerError family (NotFoundError, AlreadyExistsError,
+    TableNotFoundError, InvalidArgumentError, ...)."""
+
+    def __init__(self, service: CommitService, names: NameStore) -> None:
+        self.service = service
+        self.names = names
+
+    # catalogs and schemas
+
+    async def create_catalog(self, name: str, comment: str | None, properties: dict[str, str]) -> CatalogRow:
+        ts = now_ms()
+        return await self.names.create_catalog(CatalogRow(name=check_name(name, "name"), id=str(uuid.uuid4()),
+                                                          comment=comment, properties=properties, created_at=ts,
+                                                          updated_at=ts))
+
+    async def list_catalogs(self, after: str | None, limit: int) -> list[CatalogRow]:
+        return await self.names.list_catalogs(after, limit)
+
+    async def get_catalog(self, name: str) -> CatalogRow:
+        return await self.names.get_catalog(check_name(name, "catalog name"))
+
+    async def delete_catalog(self, name: str) -> None:
+        await self.names.delete_catalog(check_name(name, "catalog name"))
+
+    async def create_schema(self, catalog: str, name: str, comment: str | None,
+                            properties: dict[str, str]) -> SchemaRow:
+        ts = now_ms()
+        return await self.names.create_schema(SchemaRow(
+            catalog_name=check_name(catalog, "catalog_name"), name=check_name(name, "name"), id=str(uuid.uuid4()),
+            comment=comment, properties=properties, created_at=ts, updated_at=ts))
+
+    async def list_schemas(self, catalog: str, after: str | None, limit: int) -> list[SchemaRow]:
+        return await self.names.list_schemas(check_name(catalog, "catalog_name"), after, limit)
+
+    async def get_schema(self, catalog: str, name: str) -> SchemaRow:
+        return await self.names.get_schema(catalog, name)
+
+    async def delete_schema(self, catalog: str, name: str) -> None:
+        await self.names.delete_schema(catalog, name)
+
+    # tables
+
+    def managed_root(self) -> str:
+        return self.service.managed_root()
+
+    async def reserve(self, catalog: str, schema: str, name: str) -> StagingRow:
+        """A staging reservation: a new table id and its location under the managed root, for a name not
+        taken yet. Raises AlreadyExistsError, NotFoundError (no such schema)."""
+        table_id = str(uuid.uuid4())
+        row = StagingRow(id=table_id, catalog_name=check_name(catalog, "catalog_name"),
+                         schema_name=check_name(schema, "schema_name"), name=check_name(name, "name"),
+                         location=f"{self.managed_root()}/{table_id}", created_at=now_ms())
+        return await self.names.create_staging(row)
+
+    async def staging(self, table_id: str) -> StagingRow:
+        """The staging reservation ``table_id``. Raises TableNotFoundError."""
+        try:
+            return await self.names.get_staging(table_id)
+        except NotFoundError as e:
+            raise TableNotFoundError(e.message) from None
+
+    async def create_table(self, named: NameRow, location: str) -> tuple[TableRow, NameRow]:
+        """Name and register a table: MANAGED at the location of its staging reservation (the writer writes
+        version 0 itself), or EXTERNAL at an allowed location holding a Delta table (taken over at its
+        newest version)."""
+        if named.table_type not in TABLE_TYPES:
+            raise InvalidArgumentError("table type must be MANAGED or EXTERNAL (views are not supported)")
+        loc = normalize_location(location)
+        if named.table_type == MANAGED:
+            staging = await self.names.find_staging(loc)
+            if (staging.catalog_name, staging.schema_name, staging.name) != (
+                    named.catalog_name, named.schema_name, named.name):
+                raise InvalidArgumentError(
+                    f"the staging table at {loc} was made for {staging.catalog_name}.{staging.schema_name}."
+                    f"{staging.name}, not {named.full_name}")
+            given = named.properties.get(TABLE_ID_PROPERTY)
+            if given is not None and given != staging.id:
+                raise InvalidArgumentError(f"properties[{TABLE_ID_PROPERTY}] {given[:40]!r} is not the staging "
+                                           f"table's id {staging.id}")
+            table = await self.service.register_staged_create(loc, staging.id, named)
+        else:
+            table = await self.service.register_existing(loc, named)
+        return table, dataclasses.replace(named, table_id=table.table_id)
+
+    async def named(self, catalog: str, schema: str, name: str) -> tuple[TableRow, NameRow]:
+        """Raises TableNotFoundError."""
+        try:
+            return await self.names.get_named(catalog, schema, name)
+        except NotFoundError as e:
+            raise TableNotFoundError(e.message) from None
+
+    async def named_by_full_name(self, full_name: str) -> tuple[TableRow, NameRow]:
+        catalog, schema, name = split_full_name(full_name, 3)
+        return await self.named(catalog, schema, name)
+
+    async def list_tables(self, catalog: str, schema: str, after: str | None,
+                          limit: int) -> list[tuple[TableRow, NameRow]]:
+        return await self.names.list_named(check_name(catalog, "catalog_name"), check_name(schema, "schema_name"),
+                                           after, limit)
+
+    async def name_of(self, table_id: str) -> NameRow | None:
+        return await self.names.name_of(table_id)
+
+    async def managed(self, table: TableRow) -> NameRow:
+        """The name of ``table`` when it is a MANAGED table of this catalog, the only kind that takes
+        writer-staged commits by name. Raises InvalidArgumentError."""
+        name = await self.names.name_of(table.table_id)
+        if name is None or name.table_type != MANAGED or table.commit_dir != STAGED_COMMITS_DIR:
+            raise InvalidArgumentError(f"table {table.table_id} is not a MANAGED table of this catalog: only "
+                                       "those take commits here (others commit through /api/v1)")
+        return name
+
+    async def update_metadata(self, table_id: str, *, columns: list[dict[str, Any]] | None = None,
+                              properties: dict[str, str] | None = None, comment: str | None = None) -> None:
+        """Record the schema, properties and comment a writer reported (advisory: the log rules)."""
+        await self.names.update_metadata(table_id, columns=columns, properties=properties, comment=comment)
+
+    async def rename(self, table: TableRow, new: str) -> None:
+        """Rename a table within its schema. Raises AlreadyExistsError, TableNotFoundError."""
+        if not await self.names.rename(table.table_id, check_name(new, "new name")):
+            raise TableNotFoundError(f"table {table.table_id} has no name")
+
+    async def drop(self, table: TableRow) -> None:
+        """Forget the name; forget the ownership registration too when nothing was ratified. Data stays."""
+        await self.names.drop_name(table.table_id)
+        try:
+            await self.service.forget_table(table.table_id)
+        except (OwnershipPublishedError, TableNotFoundError):
+            pass  # owned or already gone: the ownership row (and its audit trail) stays, unnamed
+        except CommitOwnerError as e:
+            log.warning("table %s lost its name; its registration stays: %s", table.table_id, e.message)
+
+
+__all__ = ["Catalog", "check_comment", "check_name", "check_properties", "external_name",
+           "new_name", "split_full_name"]
