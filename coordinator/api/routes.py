@@ -139,7 +139,7 @@ class RouteTable:
         return self.find(*self.key_of(request))
 
     def api_for_path(self, path: str) -> Api:
-        return next(a for a in self._by_prefix if a.covers(path))
+        return next((a for a in self._by_prefix if a.covers(path)), self._by_prefix[-1])  # (the root: "/")
 
     def api_of(self, request: web.Request) -> Api:
         """The API whose envelope answers the request: its route's, else the longest prefix's."""
