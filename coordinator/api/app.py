@@ -1,4 +1,8 @@
-"""Building the aiohttp application: routes, middleware and one cleanup context per resource."""
+"""Building the aiohttp application: routes, middleware and one cleanup context per resource.
+
+``ROUTES`` is every API's route list, concatenated once (an API is a package exporting ``ROUTES``, see
+routes.py): the router, the auth middleware, the error envelopes and the OpenAPI document all read it.
+"""
 
 from __future__ import annotations
 
@@ -18,15 +22,18 @@ from ..storage import StorageRouter
 from ..store import OwnershipStore, open_engine
 from ..store.names import NameStore
 from ..vending import CredentialVendor
-from . import commits, health, observe, openapi, status, tables
+from . import observe, openapi, unity, v1
 from .auth import auth_middleware, check_auth_mode, tokens_ctx
 from .errors import error_middleware
 from .keys import BACKFILLER, CATALOG, JANITOR, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE, VENDOR
-from .unity.routes import add_routes as add_unity_routes
+from .routes import ROUTE_TABLE, RouteTable
 
 log = logging.getLogger("commit_owner.app")
 
-API = "/api/v1"
+ROUTES = [
+    *v1.ROUTES,
+    *unity.ROUTES,
+]
 
 
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
@@ -80,17 +87,8 @@ def create_app(settings: Settings) -> web.Application:
     app[METRICS] = Metrics()
     app[RECENT_ERRORS] = RecentErrors()
     app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx, tokens_ctx, _janitor_ctx])
-    app.router.add_get("/healthz", health.healthz)
-    app.router.add_get("/readyz", health.readyz)
-    app.router.add_get("/metrics", observe.metrics_handler)
-    app.router.add_get("/", status.status_page)
-    app.router.add_post(f"{API}/tables", tables.register_table)
-    app.router.add_get(f"{API}/tables", tables.list_tables)
-    app.router.add_get(f"{API}/tables/{{table_id}}", tables.get_table)
-    app.router.add_delete(f"{API}/tables/{{table_id}}", tables.forget_table)
-    app.router.add_post(f"{API}/tables/{{table_id}}/commits", commits.commit)
-    app.router.add_get(f"{API}/tables/{{table_id}}/commits", commits.get_commits)
-    app.router.add_post(f"{API}/tables/{{table_id}}/backfill", tables.backfill)
-    app.router.add_get(f"{API}/openapi.json", openapi.document)
-    add_unity_routes(app)
+    table = RouteTable(ROUTES)
+    table.add_to(app.router)
+    app[ROUTE_TABLE] = table
+    app[openapi.BODY] = openapi.document_body(table)
     return app

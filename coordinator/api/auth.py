@@ -1,10 +1,12 @@
 """Authentication and authorization of the HTTP API.
 
-``--auth tokens``: every request except the probes and the OpenAPI document needs
+``--auth tokens``: every request except the public routes (the probes and the OpenAPI document) needs
 ``Authorization: Bearer <token>``. Missing, malformed, unknown or revoked -> 401 UNAUTHENTICATED; a
-valid token whose scopes do not grant the route's action on the table's location -> 403
-PERMISSION_DENIED. The location comes from the table row (routes with a table id), the JSON body
-(register) or the ``location`` query parameter (lookup); listing shows only the tables the token may read.
+valid token whose scopes do not grant the route's permission on the table's location -> 403
+PERMISSION_DENIED. Each route's permission and where its location comes from (``Locate``: the table row,
+the JSON body of a registration, the ``location`` query parameter, or the handler) are fields of its
+``Route`` (routes.py); a request no route matched gets 404/405 once authenticated. Listing shows only the
+tables the token may read.
 
 ``--auth none`` serves everyone and is refused on a non-loopback address unless
 ``--allow-insecure-no-auth`` is given.
@@ -25,50 +27,16 @@ from coordinator.security.tokens import Principal, secret_matches, split_token
 
 from ..settings import Settings
 from ..store.tokens import TokenStore
-from .errors import Handler, error_response, json_body
+from .errors import api_of, error_response, json_body
 from .keys import OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
 from .parse import parse_uuid
+from .routes import ROUTE_TABLE, Handler, Locate, Permission, Route
 
 log = logging.getLogger("commit_owner.auth")
 
 TOKENS = web.AppKey("tokens", TokenStore)
 
-API = "/api/v1"
-PUBLIC = frozenset({("GET", "/healthz"), ("GET", "/readyz"), ("GET", f"{API}/openapi.json")})
-# (method, route template) -> the action it needs. Routes not listed need admin over every location ("*").
-ROUTE_ACTIONS = {
-    ("POST", f"{API}/tables"): "admin",
-    ("GET", f"{API}/tables"): "read",
-    ("GET", f"{API}/tables/{{table_id}}"): "read",
-    ("DELETE", f"{API}/tables/{{table_id}}"): "admin",
-    ("POST", f"{API}/tables/{{table_id}}/commits"): "commit",
-    ("GET", f"{API}/tables/{{table_id}}/commits"): "read",
-    ("POST", f"{API}/tables/{{table_id}}/backfill"): "admin",
-}
-# What a monitoring system reads: open to an ops token (and to admin over "*"), never to table scopes.
-WATCH = frozenset({("GET", "/metrics"), ("GET", "/")})
 REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name"}
-
-# The Unity Catalog facade: the middleware checks that the token holds the action somewhere; the handler,
-# once it knows the table's location, calls ``require`` for that location. Creating and dropping catalogs
-# and schemas is left out on purpose: it needs admin over every location ("*").
-UC = "/api/2.1/unity-catalog"
-ROUTE_ACTIONS.update({
-    ("GET", f"{UC}/catalogs"): "read",
-    ("GET", f"{UC}/catalogs/{{name}}"): "read",
-    ("GET", f"{UC}/schemas"): "read",
-    ("GET", f"{UC}/schemas/{{full_name}}"): "read",
-    ("POST", f"{UC}/staging-tables"): "admin",
-    ("POST", f"{UC}/tables"): "admin",
-    ("GET", f"{UC}/tables"): "read",
-    ("GET", f"{UC}/tables/{{full_name}}"): "read",
-    ("DELETE", f"{UC}/tables/{{full_name}}"): "admin",
-    ("POST", f"{UC}/delta/preview/commits"): "commit",
-    ("GET", f"{UC}/delta/preview/commits"): "read",
-    # the handler asks READ_WRITE / PATH_READ_WRITE for commit and PATH_CREATE_TABLE for admin
-    ("POST", f"{UC}/temporary-table-credentials"): "read",
-    ("POST", f"{UC}/temporary-path-credentials"): "read",
-})
 
 
 def require(request: web.Request, action: str, location: str, *, on_disk: bool = False) -> None:
@@ -140,14 +108,14 @@ async def _register_location(request: web.Request) -> list[str]:
     return [normalize_location(loc)]
 
 
-async def _locations(request: web.Request, route: tuple[str, str]) -> list[str] | None:
+async def _locations(request: web.Request, route: Route) -> list[str] | None:
     """The locations a request acts on (None: a listing, filtered afterwards)."""
-    if "{table_id}" in route[1]:
+    if route.locate is Locate.TABLE_ID:
         table_id = parse_uuid(request.match_info["table_id"], "table id")
         return [(await request.app[SERVICE].place(table_id)).location]
-    if route == ("POST", f"{API}/tables"):
+    if route.locate is Locate.BODY:
         return await _register_location(request)
-    location = request.query.get("location")
+    location = request.query.get("location")  # Locate.QUERY, and Locate.HANDLER before its handler's check
     return None if location is None else [normalize_location(location)]
 
 
@@ -156,40 +124,41 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if request.app[SETTINGS].auth == "none":
         return await handler(request)
     info = request.match_info
-    method = "GET" if request.method == "HEAD" else request.method
-    template = info.route.resource.canonical if info.route.resource is not None else request.path
-    route = (method, template)
-    if route in PUBLIC:
+    route = request.app[ROUTE_TABLE].route_of(request)
+    # A route outside the table cannot be matched; were it, it would need admin over every location.
+    permission = route.permission if route is not None else Permission.ADMIN_EVERYWHERE
+    if permission is Permission.PUBLIC:
         return await handler(request)
     try:
         principal = await authenticate(request)
     except UnauthenticatedError as e:
         request[OUTCOME] = e.code
-        resp = error_response(e, request.get(REQUEST_ID), path=request.path)
+        resp = error_response(e, request.get(REQUEST_ID), api=api_of(request))
         resp.headers["WWW-Authenticate"] = 'Bearer realm="commit-owner"'
         return resp
     request[PRINCIPAL] = principal
     if info.http_exception is not None:
         return await handler(request)  # 404 / 405, answered to authenticated callers only
-    if route in WATCH:
+    if permission is Permission.WATCH:
         if not principal.may_watch():
             raise PermissionDeniedError(f"token {principal.token_id} needs the ops scope (*:ops) or admin over "
                                         "every location (*) here")
         return await handler(request)
-    action = ROUTE_ACTIONS.get(route)
-    if action is None:
+    action = permission.action
+    if action is None:  # Permission.ADMIN_EVERYWHERE
         if not principal.may_everywhere("admin"):
             raise PermissionDeniedError(f"token {principal.token_id} needs admin over every location (*) here")
         return await handler(request)
     if not principal.may(action):
         raise _denied(principal, action)
+    assert route is not None  # (a scoped permission is a route's)
     locations = await _locations(request, route)
     if locations is None:
         visible: Callable[[str], bool] = lambda loc: principal.may(action, loc)  # noqa: E731
         request[VISIBLE] = visible
     elif not all(principal.may(action, loc) for loc in locations):
         raise _denied(principal, action)
-    elif route == ("POST", f"{API}/tables") and locations[0].startswith("file://"):
+    elif route.locate is Locate.BODY and locations[0].startswith("file://"):
         # On local disk a symlink must not carry a registration out of the token's prefix either.
         if not principal.may_on_disk(action, os.path.realpath(local_path(locations[0]))):
             raise _denied(principal, action)

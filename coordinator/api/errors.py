@@ -1,17 +1,19 @@
-"""The one JSON error envelope, built here for every error source.
+"""Every error reply is built here, in the envelope of the API the request belongs to.
 
-``{"error": {"code", "message", "retryable", "conflict", "latestTableVersion"}}``: errors of the
+The project's own envelope (``API``, the root prefix: ``/api/v1`` and the probes):
+``{"error": {"code", "message", "retryable", "conflict", "latestTableVersion"}}``. Errors of the
 CommitOwnerError family keep their code and flags; aiohttp's own HTTP errors (unknown route, wrong
 method, body too large) are mapped to codes; anything else is a 500 INTERNAL whose message carries no
-stack trace or host path (the trace goes to the log with the request id).
+stack trace or host path (the trace goes to the log with the request id). Which API's envelope answers:
+the matched route's, else the API of the longest prefix the path lies under (routes.py ``RouteTable``).
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from typing import Literal, overload
+from pathlib import Path
+from typing import Any, Literal, overload
 
 import orjson
 from aiohttp import web
@@ -19,11 +21,10 @@ from aiohttp import web
 from client.contract.errors import CommitOwnerError, InternalError, InvalidArgumentError, PayloadTooLargeError
 
 from .keys import OUTCOME, REQUEST_ID
-from .unity.errors import is_unity, uc_envelope
+from .routes import ROUTE_TABLE, Api, Handler
 
 log = logging.getLogger("commit_owner.api")
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 _HTTP_CODES = {
     400: "INVALID_ARGUMENT",
@@ -40,13 +41,24 @@ def json_response(data: object, status: int = 200) -> web.Response:
     return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
 
 
-def error_response(err: CommitOwnerError, request_id: str | None = None, *, path: str = "") -> web.Response:
-    """The error reply: the project's envelope, or Unity Catalog's under its prefix (unity/errors.py)."""
-    if is_unity(path):
-        status, body = uc_envelope(err)
-        resp = json_response(body, status=status)
-    else:
-        resp = json_response(err.to_envelope(), status=err.http_status)
+def envelope(err: CommitOwnerError) -> tuple[int, dict[str, Any]]:
+    return err.http_status, err.to_envelope()
+
+
+# The project's API: /api/v1 and the probes, and the root prefix (whatever no other API's prefix covers).
+API = Api("v1", "/", envelope, openapi=Path(__file__).resolve().parent.parent / "openapi.json")
+
+
+def api_of(request: web.Request) -> Api:
+    """The API whose envelope answers ``request`` (the project's in an app without a route table)."""
+    table = request.app.get(ROUTE_TABLE)
+    return table.api_of(request) if table is not None else API
+
+
+def error_response(err: CommitOwnerError, request_id: str | None = None, *, api: Api = API) -> web.Response:
+    """The error reply in ``api``'s envelope."""
+    status, body = api.envelope(err)
+    resp = json_response(body, status=status)
     if request_id:
         resp.headers["X-Request-Id"] = request_id
     return resp
@@ -62,24 +74,24 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         resp = await handler(request)
     except CommitOwnerError as e:
         request[OUTCOME] = e.code
-        return error_response(e, request_id, path=request.path)
+        return error_response(e, request_id, api=api_of(request))
     except web.HTTPRequestEntityTooLarge:
         request[OUTCOME] = "PAYLOAD_TOO_LARGE"
         # (aiohttp's exception does not keep the limit as an attribute: the request does)
         return error_response(PayloadTooLargeError(f"request body larger than {request.client_max_size} bytes"),
-                              request_id, path=request.path)
+                              request_id, api=api_of(request))
     except web.HTTPException as e:
         if e.status < 400:
             raise
         code = _HTTP_CODES.get(e.status, "INVALID_ARGUMENT" if e.status < 500 else "INTERNAL")
         request[OUTCOME] = code
         err = CommitOwnerError(e.reason or code, code=code, http_status=e.status)
-        return error_response(err, request_id, path=request.path)
+        return error_response(err, request_id, api=api_of(request))
     except Exception:
         log.exception("unhandled error (request %s)", request_id)
         request[OUTCOME] = "INTERNAL"
         return error_response(InternalError(f"internal error; see the service log for request {request_id}"),
-                              request_id, path=request.path)
+                              request_id, api=api_of(request))
     resp.headers["X-Request-Id"] = request_id
     return resp
 

@@ -3,6 +3,7 @@
 ``{"error_code", "message", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason"}]}``
 with UC OSS's statuses. The most specific class of an error decides (its MRO is walked); errors without
 a class of their own (aiohttp's 404/405/413, ...) keep their status and get the UC code of that status.
+``API`` declares the facade: its prefix and this envelope (its routes: routes.py).
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from client.contract import errors as e
+
+from ..routes import Api
 
 PREFIX = "/api/2.1/unity-catalog"
 
@@ -38,10 +41,6 @@ BY_STATUS = {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_D
              409: "ABORTED", 429: "RESOURCE_EXHAUSTED", 501: "UNIMPLEMENTED", 503: "UNAVAILABLE"}
 
 
-def is_unity(path: str) -> bool:
-    return path == PREFIX or path.startswith(PREFIX + "/")
-
-
 def uc_status_and_code(err: e.CommitOwnerError) -> tuple[int, str]:
     for cls in type(err).__mro__:
         hit = BY_CLASS.get(cls)  # type: ignore[arg-type]
@@ -55,3 +54,7 @@ def uc_envelope(err: e.CommitOwnerError) -> tuple[int, dict[str, Any]]:
     status, code = uc_status_and_code(err)
     return status, {"error_code": code, "message": err.message,
                     "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": code}]}
+
+
+# No OpenAPI file: Unity Catalog's own spec documents the facade (docs/unity-catalog.md lists its routes).
+API = Api("unity", PREFIX, uc_envelope)

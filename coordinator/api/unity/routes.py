@@ -1,29 +1,38 @@
-"""The routes of the Unity Catalog facade."""
+"""The routes of the Unity Catalog facade, declared once (app.py registers them; auth reads their permission).
+
+Most permissions are checked in two steps: the middleware checks that the token holds the action somewhere
+(and the ``location`` query parameter if one is given; a listing is filtered per table), the handler calls
+``auth.require`` for the location once it has resolved it (``Locate.HANDLER``). Catalogs and schemas have no
+location: reading them needs read somewhere, creating and dropping them admin over every location ("*").
+The credential routes need read to get in; the handler then asks the action of the operation requested
+(READ_WRITE / PATH_READ_WRITE: commit, PATH_CREATE_TABLE: admin).
+"""
 
 from __future__ import annotations
 
-from aiohttp import web
-
+from ..routes import Locate, Permission, Route
 from . import commits, credentials, names, tables
-from .errors import PREFIX
+from .errors import API, PREFIX
 
+READ, COMMIT, ADMIN, EVERYWHERE = Permission.READ, Permission.COMMIT, Permission.ADMIN, Permission.ADMIN_EVERYWHERE
+QUERY, HANDLER = Locate.QUERY, Locate.HANDLER
 
-def add_routes(app: web.Application) -> None:
-    r = app.router
-    r.add_post(f"{PREFIX}/catalogs", names.create_catalog)
-    r.add_get(f"{PREFIX}/catalogs", names.list_catalogs)
-    r.add_get(f"{PREFIX}/catalogs/{{name}}", names.get_catalog)
-    r.add_delete(f"{PREFIX}/catalogs/{{name}}", names.delete_catalog)
-    r.add_post(f"{PREFIX}/schemas", names.create_schema)
-    r.add_get(f"{PREFIX}/schemas", names.list_schemas)
-    r.add_get(f"{PREFIX}/schemas/{{full_name}}", names.get_schema)
-    r.add_delete(f"{PREFIX}/schemas/{{full_name}}", names.delete_schema)
-    r.add_post(f"{PREFIX}/staging-tables", tables.create_staging_table)
-    r.add_post(f"{PREFIX}/tables", tables.create_table)
-    r.add_get(f"{PREFIX}/tables", tables.list_tables)
-    r.add_get(f"{PREFIX}/tables/{{full_name}}", tables.get_table)
-    r.add_delete(f"{PREFIX}/tables/{{full_name}}", tables.delete_table)
-    r.add_post(f"{PREFIX}/delta/preview/commits", commits.commit)
-    r.add_get(f"{PREFIX}/delta/preview/commits", commits.get_commits)
-    r.add_post(f"{PREFIX}/temporary-table-credentials", credentials.table_credentials)
-    r.add_post(f"{PREFIX}/temporary-path-credentials", credentials.path_credentials)
+ROUTES = [
+    Route("POST", f"{PREFIX}/catalogs", names.create_catalog, EVERYWHERE, API, None),
+    Route("GET", f"{PREFIX}/catalogs", names.list_catalogs, READ, API, None, QUERY),
+    Route("GET", f"{PREFIX}/catalogs/{{name}}", names.get_catalog, READ, API, None, QUERY),
+    Route("DELETE", f"{PREFIX}/catalogs/{{name}}", names.delete_catalog, EVERYWHERE, API, None),
+    Route("POST", f"{PREFIX}/schemas", names.create_schema, EVERYWHERE, API, None),
+    Route("GET", f"{PREFIX}/schemas", names.list_schemas, READ, API, None, QUERY),
+    Route("GET", f"{PREFIX}/schemas/{{full_name}}", names.get_schema, READ, API, None, QUERY),
+    Route("DELETE", f"{PREFIX}/schemas/{{full_name}}", names.delete_schema, EVERYWHERE, API, None),
+    Route("POST", f"{PREFIX}/staging-tables", tables.create_staging_table, ADMIN, API, None, HANDLER),
+    Route("POST", f"{PREFIX}/tables", tables.create_table, ADMIN, API, None, HANDLER),
+    Route("GET", f"{PREFIX}/tables", tables.list_tables, READ, API, None, QUERY),
+    Route("GET", f"{PREFIX}/tables/{{full_name}}", tables.get_table, READ, API, None, HANDLER),
+    Route("DELETE", f"{PREFIX}/tables/{{full_name}}", tables.delete_table, ADMIN, API, None, HANDLER),
+    Route("POST", f"{PREFIX}/delta/preview/commits", commits.commit, COMMIT, API, None, HANDLER),
+    Route("GET", f"{PREFIX}/delta/preview/commits", commits.get_commits, READ, API, None, HANDLER),
+    Route("POST", f"{PREFIX}/temporary-table-credentials", credentials.table_credentials, READ, API, None, HANDLER),
+    Route("POST", f"{PREFIX}/temporary-path-credentials", credentials.path_credentials, READ, API, None, HANDLER),
+]

@@ -1,0 +1,164 @@
+"""What a route is, and the one table of them that the router, the auth middleware, the error envelope and
+the OpenAPI document all read.
+
+Each API declares itself once (an ``Api``: its path prefix, its error envelope, the file of its OpenAPI
+operations) beside its envelope, and its routes once, as a list of ``Route`` (``v1.ROUTES``,
+``unity/routes.py`` ``ROUTES``). ``app.py`` concatenates the lists into a ``RouteTable``, which registers
+them on the router; nothing else lists routes. This module imports no handler, so every package may
+import it.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from client.contract.errors import CommitOwnerError
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+# An API's error reply: the error -> (HTTP status, JSON body).
+Envelope = Callable[[CommitOwnerError], tuple[int, dict[str, Any]]]
+
+
+class Permission(enum.Enum):
+    """What a request needs (``--auth tokens``; ``--auth none`` serves everyone)."""
+
+    PUBLIC = "public"  # no token at all
+    WATCH = "watch"  # the ops scope (*:ops) or admin over every location: what a monitoring system reads
+    READ = "read"  # a token holding the action on the request's location (see Locate)
+    COMMIT = "commit"
+    ADMIN = "admin"
+    ADMIN_EVERYWHERE = "admin-everywhere"  # admin over every location ("*")
+
+    @property
+    def action(self) -> str | None:
+        """The scope action checked against a location (read, commit, admin), None for the others."""
+        return self.value if self in (Permission.READ, Permission.COMMIT, Permission.ADMIN) else None
+
+
+class Locate(enum.Enum):
+    """Where the auth middleware finds the location a READ / COMMIT / ADMIN route acts on."""
+
+    TABLE_ID = "table_id"  # the registered table named by the path's {table_id}
+    BODY = "body"  # the JSON body's ``location`` (registration); a local path's real path is checked too
+    # the ``location`` query parameter; without one, holding the action anywhere suffices and a listing shows
+    # only the tables the token may read
+    QUERY = "query"
+    # as QUERY in the middleware; the handler calls ``auth.require(...)`` itself once it has resolved the
+    # location (a Unity Catalog name, a table_id in the body, a path)
+    HANDLER = "handler"
+
+
+@dataclass(frozen=True)
+class Api:
+    """One HTTP API: its prefix (a request no route matched falls back to the API of the longest prefix it
+    lies under; "/" is the root, the fallback of everything), its error envelope, and the JSON file of its
+    OpenAPI operations (None: an outside spec documents it)."""
+
+    name: str
+    prefix: str
+    envelope: Envelope
+    openapi: Path | None = None
+
+    def covers(self, path: str) -> bool:
+        base = self.prefix.rstrip("/")
+        return path == self.prefix or path.startswith(base + "/")
+
+
+@dataclass(frozen=True)
+class Route:
+    """One route: ``method`` and ``path`` (an aiohttp template; GET also answers HEAD), its handler, the
+    permission it needs, the API it belongs to (its error envelope), its OpenAPI operationId (None exactly
+    when its API has no OpenAPI file) and, for READ / COMMIT / ADMIN, where its location comes from."""
+
+    method: str
+    path: str
+    handler: Handler
+    permission: Permission
+    api: Api
+    operation_id: str | None
+    locate: Locate | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.method, self.path
+
+
+class RouteTable:
+    """The routes of every API, checked once: no route twice, every permission complete, every route inside
+    its API's prefix and answered with the envelope a request the router did not match would get there."""
+
+    def __init__(self, routes: Iterable[Route]) -> None:
+        self.routes: tuple[Route, ...] = tuple(routes)
+        self._by_key: dict[tuple[str, str], Route] = {}
+        apis: dict[str, Api] = {}
+        for r in self.routes:
+            if r.key in self._by_key:
+                raise ValueError(f"route declared twice: {r.method} {r.path}")
+            self._by_key[r.key] = r
+            known = apis.setdefault(r.api.name, r.api)
+            if known is not r.api:
+                raise ValueError(f"two APIs named {r.api.name!r}")
+            _check(r)
+        self.apis: tuple[Api, ...] = tuple(apis.values())
+        # longest prefix first: an API nested inside another's prefix wins there
+        self._by_prefix = sorted(self.apis, key=lambda a: len(a.prefix.rstrip("/")), reverse=True)
+        prefixes = [a.prefix for a in self.apis]
+        if len(set(prefixes)) != len(prefixes):
+            raise ValueError(f"two APIs share a prefix: {prefixes}")
+        if not any(a.prefix == "/" for a in self.apis):
+            raise ValueError("no API has the root prefix '/' (the envelope of requests outside every prefix)")
+        for r in self.routes:
+            if self.api_for_path(r.path) is not r.api:
+                raise ValueError(f"{r.method} {r.path} of API {r.api.name!r} lies under the prefix of API "
+                                 f"{self.api_for_path(r.path).name!r}")
+
+    def add_to(self, router: web.UrlDispatcher) -> None:
+        for r in self.routes:
+            if r.method == "GET":
+                router.add_get(r.path, r.handler)  # and HEAD
+            else:
+                router.add_route(r.method, r.path, r.handler)
+
+    def find(self, method: str, template: str) -> Route | None:
+        return self._by_key.get(("GET" if method == "HEAD" else method, template))
+
+    @staticmethod
+    def key_of(request: web.Request) -> tuple[str, str]:
+        """(method, route template), HEAD read as GET; a request the router did not match gives its path."""
+        resource = request.match_info.route.resource
+        method = "GET" if request.method == "HEAD" else request.method
+        return method, resource.canonical if resource is not None else request.path
+
+    def route_of(self, request: web.Request) -> Route | None:
+        return self.find(*self.key_of(request))
+
+    def api_for_path(self, path: str) -> Api:
+        return next((a for a in self._by_prefix if a.covers(path)), self._by_prefix[-1])  # (the root: "/")
+
+    def api_of(self, request: web.Request) -> Api:
+        """The API whose envelope answers the request: its route's, else the longest prefix's."""
+        route = self.route_of(request)
+        return route.api if route is not None else self.api_for_path(request.path)
+
+
+ROUTE_TABLE = web.AppKey("route_table", RouteTable)
+
+
+def _check(r: Route) -> None:
+    where = f"{r.method} {r.path}"
+    if r.method != r.method.upper() or r.method == "HEAD":
+        raise ValueError(f"{where}: the method is upper case and not HEAD (GET answers HEAD)")
+    if not r.api.covers(r.path):
+        raise ValueError(f"{where} lies outside its API's prefix {r.api.prefix}")
+    if (r.operation_id is None) != (r.api.openapi is None):
+        raise ValueError(f"{where}: an operationId exactly when its API ({r.api.name}) has an OpenAPI file")
+    if (r.permission.action is None) != (r.locate is None):
+        raise ValueError(f"{where}: a location source exactly for the read, commit and admin permissions")
+    if r.locate is not None and ((r.locate is Locate.TABLE_ID) != ("{table_id}" in r.path)):
+        raise ValueError(f"{where}: Locate.TABLE_ID exactly when the path names a {{table_id}}")

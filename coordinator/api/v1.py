@@ -1,0 +1,29 @@
+"""The project's own API, declared once: ``/api/v1`` and the probes (app.py registers them, auth reads their
+permission, openapi.py documents them with the operations of coordinator/openapi.json)."""
+
+from __future__ import annotations
+
+from . import commits, health, observe, openapi, status, tables
+from .errors import API
+from .routes import Locate, Permission, Route
+
+V1 = "/api/v1"
+PUBLIC, WATCH = Permission.PUBLIC, Permission.WATCH
+READ, COMMIT, ADMIN = Permission.READ, Permission.COMMIT, Permission.ADMIN
+TABLE_ID, BODY, QUERY = Locate.TABLE_ID, Locate.BODY, Locate.QUERY
+
+# In the order of the OpenAPI document's paths.
+ROUTES = [
+    Route("GET", "/healthz", health.healthz, PUBLIC, API, "healthz"),
+    Route("GET", "/readyz", health.readyz, PUBLIC, API, "readyz"),
+    Route("GET", "/", status.status_page, WATCH, API, "statusPage"),
+    Route("GET", "/metrics", observe.metrics_handler, WATCH, API, "metrics"),
+    Route("GET", f"{V1}/openapi.json", openapi.document, PUBLIC, API, "openapi"),
+    Route("POST", f"{V1}/tables", tables.register_table, ADMIN, API, "registerTable", BODY),
+    Route("GET", f"{V1}/tables", tables.list_tables, READ, API, "listTables", QUERY),
+    Route("GET", f"{V1}/tables/{{table_id}}", tables.get_table, READ, API, "getTable", TABLE_ID),
+    Route("DELETE", f"{V1}/tables/{{table_id}}", tables.forget_table, ADMIN, API, "forgetTable", TABLE_ID),
+    Route("POST", f"{V1}/tables/{{table_id}}/commits", commits.commit, COMMIT, API, "commit", TABLE_ID),
+    Route("GET", f"{V1}/tables/{{table_id}}/commits", commits.get_commits, READ, API, "getCommits", TABLE_ID),
+    Route("POST", f"{V1}/tables/{{table_id}}/backfill", tables.backfill, ADMIN, API, "backfillToVersion", TABLE_ID),
+]
