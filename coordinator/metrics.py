@@ -95,6 +95,9 @@ class Metrics:
                                           "Storage credentials vended (temporary table/path credentials), by Unity "
                                           "Catalog operation and kind (s3 or local: no secret).",
                                           ["operation", "kind"], registry=r)
+        self.metrics_reports = Counter("commit_owner_delta_metrics_reports",
+                                       "Commit metrics reports received through the Delta REST Catalog API, by kind.",
+                                       ["kind"], registry=r)
         self._janitor_seen = 0
         # Labelled children by label values: labels() validates and takes a lock on every call, a dict lookup does
         # not (the label sets are small: routes, statuses, outcomes, storage operations).

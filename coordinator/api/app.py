@@ -22,7 +22,7 @@ from ..storage import StorageRouter
 from ..store import OwnershipStore, open_engine
 from ..store.names import NameStore
 from ..vending import CredentialVendor
-from . import observe, openapi, unity, v1
+from . import delta, observe, openapi, unity, v1
 from .auth import auth_middleware, check_auth_mode, tokens_ctx
 from .errors import error_middleware
 from .keys import BACKFILLER, CATALOG, JANITOR, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE, VENDOR
@@ -33,6 +33,7 @@ log = logging.getLogger("commit_owner.app")
 ROUTES = [
     *v1.ROUTES,
     *unity.ROUTES,
+    *delta.ROUTES,
 ]
 
 

@@ -95,6 +95,7 @@ class RouteTable:
 
     def __init__(self, routes: Iterable[Route]) -> None:
         self.routes: tuple[Route, ...] = tuple(routes)
+        # A GET route answers HEAD too, unless its path declares a HEAD route (an API where HEAD means more).
         self._by_key: dict[tuple[str, str], Route] = {}
         apis: dict[str, Api] = {}
         for r in self.routes:
@@ -120,20 +121,24 @@ class RouteTable:
 
     def add_to(self, router: web.UrlDispatcher) -> None:
         for r in self.routes:
-            if r.method == "GET":
-                router.add_get(r.path, r.handler)  # and HEAD
+            if r.method == "GET":  # and HEAD, unless the path declares a HEAD route of its own
+                router.add_get(r.path, r.handler, allow_head=("HEAD", r.path) not in self._by_key)
             else:
                 router.add_route(r.method, r.path, r.handler)
 
     def find(self, method: str, template: str) -> Route | None:
-        return self._by_key.get(("GET" if method == "HEAD" else method, template))
+        hit = self._by_key.get((method, template))
+        return hit if hit is not None or method != "HEAD" else self._by_key.get(("GET", template))
 
-    @staticmethod
-    def key_of(request: web.Request) -> tuple[str, str]:
-        """(method, route template), HEAD read as GET; a request the router did not match gives its path."""
+    def key_of(self, request: web.Request) -> tuple[str, str]:
+        """(method, route template), HEAD read as GET unless the path declares HEAD; a request the router did not
+        match gives its path."""
         resource = request.match_info.route.resource
-        method = "GET" if request.method == "HEAD" else request.method
-        return method, resource.canonical if resource is not None else request.path
+        template = resource.canonical if resource is not None else request.path
+        method = request.method
+        if method == "HEAD" and ("HEAD", template) not in self._by_key:
+            method = "GET"
+        return method, template
 
     def route_of(self, request: web.Request) -> Route | None:
         return self.find(*self.key_of(request))
@@ -152,8 +157,8 @@ ROUTE_TABLE = web.AppKey("route_table", RouteTable)
 
 def _check(r: Route) -> None:
     where = f"{r.method} {r.path}"
-    if r.method != r.method.upper() or r.method == "HEAD":
-        raise ValueError(f"{where}: the method is upper case and not HEAD (GET answers HEAD)")
+    if r.method != r.method.upper():
+        raise ValueError(f"{where}: the method is upper case")
     if not r.api.covers(r.path):
         raise ValueError(f"{where} lies outside its API's prefix {r.api.prefix}")
     if (r.operation_id is None) != (r.api.openapi is None):

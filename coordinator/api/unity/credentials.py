@@ -33,8 +33,9 @@ def _operation(body: dict, allowed: dict[str, tuple[Access, str]]) -> tuple[str,
     return op, access, action
 
 
-async def _issue(request: web.Request, location: str, operation: str, access: Access,
-                 table_id: str | None) -> web.Response:
+async def issue(request: web.Request, location: str, operation: str, access: Access,
+                table_id: str | None) -> Vended:
+    """Vend credentials for a location the request was already checked for; counted and logged."""
     principal = request.get(PRINCIPAL)
     token_id = principal.token_id if principal is not None else "-"
     session = _SESSION_CHARS.sub("-", f"commit-owner-{token_id}")[:64]
@@ -43,7 +44,7 @@ async def _issue(request: web.Request, location: str, operation: str, access: Ac
     request.app[METRICS].credentials_issued.labels(operation, kind).inc()
     log.info("issued %s credentials (%s) for %s %s, expiring at %d ms, token %s", operation, kind,
              "table" if table_id else "path", table_id or location, vended.expiration_ms, token_id)
-    return json_response(vended.to_json())
+    return vended
 
 
 async def table_credentials(request: web.Request) -> web.Response:
@@ -56,7 +57,7 @@ async def table_credentials(request: web.Request) -> web.Response:
     table = await request.app[SERVICE].table(parse_uuid(raw_id, "table_id"))
     request.app[SERVICE].check_location(table.location)
     require(request, action, table.location, on_disk=True)
-    return await _issue(request, table.location, operation, access, table.table_id)
+    return json_response((await issue(request, table.location, operation, access, table.table_id)).to_json())
 
 
 async def path_credentials(request: web.Request) -> web.Response:
@@ -75,4 +76,4 @@ async def path_credentials(request: web.Request) -> web.Response:
             raise PermissionDeniedError(
                 f"{operation} is refused: a registered table lies at, above or below this path; ask "
                 "temporary-table-credentials with its table_id")
-    return await _issue(request, location, operation, access, None)
+    return json_response((await issue(request, location, operation, access, None)).to_json())

@@ -1,0 +1,215 @@
+"""The Delta REST Catalog API's shapes: Delta structs and protocols in, load-table replies out.
+
+The catalog keeps a table's columns as Unity Catalog ColumnInfo rows (``type_json`` holds the Delta struct
+field, ``partition_index`` the partitioning), so a table reads the same through both APIs. The protocol and the
+domain metadata a writer reports live in the table's properties under the keys this API calls server-derived
+(``delta.minReaderVersion``, ``delta.feature.<f>``, ``delta.clusteringColumns``, ...).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import orjson
+
+from client.contract.delta_log import TABLE_ID_PROPERTY
+from client.contract.delta_schema import SchemaError, parse_schema
+from client.contract.errors import InvalidArgumentError
+
+from ...catalog import MANAGED, check_properties
+from ...store.rows import CommitRow, NameRow, TableRow
+
+CATALOG_MANAGED = "delta.feature.catalogManaged"
+READER_VERSION, WRITER_VERSION = "delta.minReaderVersion", "delta.minWriterVersion"
+LAST_UPDATE_VERSION, LAST_COMMIT_TIMESTAMP = "delta.lastUpdateVersion", "delta.lastCommitTimestamp"
+# domain metadata -> the property this API derives from it
+DOMAIN_PROPERTIES = {"delta.clustering": "delta.clusteringColumns",
+                     "delta.rowTracking": "delta.rowTracking.rowIdHighWaterMark"}
+# Unity Catalog's ColumnTypeName of a Delta primitive
+TYPE_NAMES = {"integer": "INT", "long": "LONG", "short": "SHORT", "byte": "BYTE", "float": "FLOAT",
+              "double": "DOUBLE", "boolean": "BOOLEAN", "string": "STRING", "binary": "BINARY", "date": "DATE",
+              "timestamp": "TIMESTAMP", "timestamp_ntz": "TIMESTAMP_NTZ", "variant": "VARIANT"}
+
+
+# This API spells the keys of array and map types in kebab case; Delta's schema format in camel case.
+_WIRE_KEYS = {"element-type": "elementType", "contains-null": "containsNull", "key-type": "keyType",
+              "value-type": "valueType", "value-contains-null": "valueContainsNull"}
+_DELTA_KEYS = {v: k for k, v in _WIRE_KEYS.items()}
+
+
+def _respell(t: Any, keys: dict[str, str]) -> Any:
+    if isinstance(t, list):
+        return [_respell(x, keys) for x in t]
+    if not isinstance(t, dict):
+        return t
+    return {keys.get(k, k): (v if k in ("metadata", "name") else _respell(v, keys)) for k, v in t.items()}
+
+
+def check_struct(value: Any, what: str = "columns") -> list[dict[str, Any]]:
+    """The fields of a struct type as this API sends it, in Delta's schema format, checked as a schema."""
+    if not isinstance(value, dict) or value.get("type") != "struct" or not isinstance(value.get("fields"), list):
+        raise InvalidArgumentError(f"{what} must be a Delta struct type: {{\"type\": \"struct\", \"fields\": [...]}}")
+    delta = _respell(value, _WIRE_KEYS)
+    try:
+        parse_schema(delta)
+    except SchemaError as e:
+        raise InvalidArgumentError(f"{what} is not a valid Delta schema: {e}") from None
+    return list(delta["fields"])
+
+
+def wire_struct(struct: dict[str, Any]) -> dict[str, Any]:
+    """A struct type in Delta's schema format, spelled as this API sends it."""
+    return _respell(struct, _DELTA_KEYS)  # type: ignore[no-any-return]
+
+
+def check_names(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise InvalidArgumentError(f"{what} must be a list of names")
+    return list(value)
+
+
+def _type_name(t: Any) -> str:
+    if isinstance(t, str):
+        return "DECIMAL" if t.startswith("decimal") else TYPE_NAMES.get(t, t.upper())
+    return str(t.get("type", "")).upper() if isinstance(t, dict) else "NULL"
+
+
+def _type_text(t: Any) -> str:
+    if isinstance(t, str):
+        return "int" if t == "integer" else "bigint" if t == "long" else t
+    if t.get("type") == "array":
+        return f"array<{_type_text(t.get('elementType'))}>"
+    if t.get("type") == "map":
+        return f"map<{_type_text(t.get('keyType'))},{_type_text(t.get('valueType'))}>"
+    return "struct<" + ",".join(f"{f.get('name')}:{_type_text(f.get('type'))}" for f in t.get("fields", [])) + ">"
+
+
+def to_columns(fields: list[dict[str, Any]], partition_columns: list[str]) -> list[dict[str, Any]]:
+    """ColumnInfo rows of Delta struct fields; a partition column not among the fields is refused."""
+    lower = [f["name"].lower() for f in fields]
+    for p in partition_columns:
+        if p.lower() not in lower:
+            raise InvalidArgumentError(f"partition column {p[:80]!r} is not a column of the table")
+    parts = [p.lower() for p in partition_columns]
+    out = []
+    for i, f in enumerate(fields):
+        col: dict[str, Any] = {"name": f["name"], "type_text": _type_text(f["type"]), "type_json": json.dumps(f),
+                               "type_name": _type_name(f["type"]), "position": i,
+                               "nullable": bool(f.get("nullable", True))}
+        comment = (f.get("metadata") or {}).get("comment")
+        if isinstance(comment, str):
+            col["comment"] = comment
+        if f["name"].lower() in parts:
+            col["partition_index"] = parts.index(f["name"].lower())
+        out.append(col)
+    return out
+
+
+def struct_of(columns: list[dict[str, Any]]) -> dict[str, Any]:
+    """The Delta struct type of ColumnInfo rows (their ``type_json``; a bare type name without one)."""
+    fields = []
+    for c in sorted(columns, key=lambda c: c.get("position", 0)):
+        try:
+            field = json.loads(c["type_json"]) if isinstance(c.get("type_json"), str) else None
+        except ValueError:
+            field = None
+        if not isinstance(field, dict):
+            field = {"name": c["name"], "type": str(c.get("type_name", "string")).lower(),
+                     "nullable": c.get("nullable", True), "metadata": {}}
+        fields.append(field)
+    return {"type": "struct", "fields": fields}
+
+
+def partition_columns_of(columns: list[dict[str, Any]]) -> list[str]:
+    parts = [c for c in columns if isinstance(c.get("partition_index"), int)]
+    return [c["name"] for c in sorted(parts, key=lambda c: c["partition_index"])]
+
+
+def with_partitions(columns: list[dict[str, Any]], partition_columns: list[str]) -> list[dict[str, Any]]:
+    return to_columns(struct_of(columns)["fields"], partition_columns)
+
+
+def protocol_properties(value: Any) -> dict[str, str]:
+    """The properties a Delta protocol stands for: the two versions and ``delta.feature.<f> = supported``."""
+    if not isinstance(value, dict):
+        raise InvalidArgumentError("protocol must be an object with min-reader-version and min-writer-version")
+    out = {}
+    for key, prop in (("min-reader-version", READER_VERSION), ("min-writer-version", WRITER_VERSION)):
+        v = value.get(key)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InvalidArgumentError(f"protocol.{key} is required and must be a positive integer")
+        out[prop] = str(v)
+    for key in ("reader-features", "writer-features"):
+        for f in check_names(value.get(key), f"protocol.{key}"):
+            out[f"delta.feature.{f}"] = "supported"
+    return out
+
+
+def without_protocol(properties: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in properties.items()
+            if k not in (READER_VERSION, WRITER_VERSION) and not k.startswith("delta.feature.")}
+
+
+def domain_properties(value: Any) -> dict[str, str]:
+    """The properties derived from domain metadata updates (``delta.clustering``, ``delta.rowTracking``)."""
+    if not isinstance(value, dict):
+        raise InvalidArgumentError("domain metadata must be an object keyed by domain name")
+    out = {}
+    for domain, conf in value.items():
+        if domain not in DOMAIN_PROPERTIES:
+            raise InvalidArgumentError(f"domain {domain[:80]!r} is not one this API carries "
+                                       f"({', '.join(DOMAIN_PROPERTIES)})")
+        if domain == "delta.clustering":
+            cols = conf.get("clusteringColumns") if isinstance(conf, dict) else None
+            if not isinstance(cols, list) or not all(isinstance(p, list) and all(isinstance(x, str) for x in p)
+                                                     for p in cols):
+                raise InvalidArgumentError("delta.clustering.clusteringColumns must be a list of column paths")
+            out[DOMAIN_PROPERTIES[domain]] = json.dumps(cols)
+        else:
+            mark = conf.get("rowIdHighWaterMark") if isinstance(conf, dict) else None
+            if isinstance(mark, bool) or not isinstance(mark, int):
+                raise InvalidArgumentError("delta.rowTracking.rowIdHighWaterMark must be an integer")
+            out[DOMAIN_PROPERTIES[domain]] = str(mark)
+    return out
+
+
+def table_properties(value: Any) -> dict[str, str]:
+    return check_properties(value)
+
+
+def etag(table: TableRow, name: NameRow) -> str:
+    """Changes whenever the table's name row or its latest version does (a commit or a metadata change)."""
+    raw = orjson.dumps([table.table_id, table.latest_version, name.name, name.comment, name.columns, name.properties],
+                       option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(raw).hexdigest()[:32]
+
+
+def commit_json(c: CommitRow) -> dict[str, Any]:
+    return {"version": c.version, "timestamp": c.commit_timestamp, "file-name": c.file_name,
+            "file-size": c.file_size, "file-modification-timestamp": c.file_modification_time}
+
+
+def load_reply(table: TableRow, name: NameRow, commits: list[CommitRow]) -> dict[str, Any]:
+    """A DeltaLoadTableResponse: the metadata, the ratified-but-unpublished commits (newest first) and the latest
+    ratified version, all from one read of the table."""
+    props = {**name.properties, TABLE_ID_PROPERTY: table.table_id}
+    if name.table_type == MANAGED:
+        props[CATALOG_MANAGED] = "supported"
+    metadata: dict[str, Any] = {
+        "etag": etag(table, name), "table-type": name.table_type, "table-uuid": table.table_id,
+        "location": table.location, "created-time": name.created_at,
+        "updated-time": max(name.updated_at, table.updated_at), "columns": wire_struct(struct_of(name.columns)),
+        "partition-columns": partition_columns_of(name.columns), "properties": props,
+    }
+    if name.comment is not None:
+        metadata["comment"] = name.comment
+    if LAST_UPDATE_VERSION in name.properties:
+        metadata["last-commit-version"] = int(name.properties[LAST_UPDATE_VERSION])
+    if LAST_COMMIT_TIMESTAMP in name.properties:
+        metadata["last-commit-timestamp-ms"] = int(name.properties[LAST_COMMIT_TIMESTAMP])
+    return {"metadata": metadata, "commits": [commit_json(c) for c in sorted(commits, key=lambda c: -c.version)],
+            "latest-table-version": table.latest_version}

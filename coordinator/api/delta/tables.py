@@ -1,0 +1,302 @@
+"""Handlers of the Delta REST Catalog API's tables: config, staging, create, load, exists, update, delete,
+rename and metrics (``/api/2.1/unity-catalog/delta/v1/...``).
+
+An adapter only: it parses this API's shapes, asks the catalog and the commit service, and shapes the reply.
+Path parameters are bare names (``catalogs/uc/schemas/s/tables/t``). Commits are ``updateTable`` with
+``add-commit`` of a file the writer staged in ``_delta_log/_staged_commits/``; their ratification is the one
+every API shares (``CommitService.commit_staged``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from aiohttp import web
+
+from client.contract.delta_log import TABLE_ID_PROPERTY
+from client.contract.errors import InvalidArgumentError, TableChangedError, TableNotFoundError
+from client.contract.layout import normalize_location
+
+from ...catalog import EXTERNAL, MANAGED, TABLE_TYPES, check_comment, check_name, new_name
+from ...store.rows import NameRow, TableRow
+from ..auth import require
+from ..errors import json_body, json_response, only_params
+from ..keys import CATALOG, METRICS, SERVICE
+from ..parse import int_field, parse_uuid, str_field
+from ..routes import ROUTE_TABLE
+from . import shapes
+from .errors import API
+
+PROTOCOL_VERSION = "1.0"
+# What a catalog-managed table must carry (the catalogManaged feature needs in-commit timestamps and the
+# vacuum protocol check); delta-spark turns these into table features of version 0.
+REQUIRED_PROTOCOL = {
+    "min-reader-version": 3, "min-writer-version": 7,
+    "reader-features": ["catalogManaged", "vacuumProtocolCheck"],
+    "writer-features": ["catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"],
+}
+UPDATE_ACTIONS = frozenset({"add-commit", "set-latest-backfilled-version", "set-columns", "set-partition-columns",
+                            "set-properties", "remove-properties", "set-protocol", "set-table-comment",
+                            "set-domain-metadata", "remove-domain-metadata", "update-metadata-snapshot-version"})
+# The updates that change the table's metadata (recorded with the commit's version and timestamp).
+METADATA_ACTIONS = frozenset({"set-columns", "set-partition-columns", "set-properties", "remove-properties",
+                              "set-protocol", "set-table-comment", "set-domain-metadata", "remove-domain-metadata"})
+CREATE_FIELDS = {"name", "location", "table-type", "comment", "columns", "partition-columns", "protocol",
+                 "properties", "domain-metadata", "last-commit-timestamp-ms", "uniform"}
+
+
+def _names(request: web.Request) -> tuple[str, str, str]:
+    m = request.match_info
+    return (check_name(m["catalog"], "catalog"), check_name(m["schema"], "schema"),
+            check_name(m.get("table", "-"), "table"))
+
+
+async def _named(request: web.Request, action: str) -> tuple[TableRow, NameRow]:
+    catalog, schema, table = _names(request)
+    row, name = await request.app[CATALOG].named(catalog, schema, table)
+    require(request, action, row.location)
+    return row, name
+
+
+async def _load(request: web.Request, table_id: str) -> dict[str, Any]:
+    """The load-table reply, its commits and latest version from one read."""
+    table, commits = await request.app[SERVICE].unpublished_commits(table_id)
+    name = await request.app[CATALOG].name_of(table_id)
+    if name is None:
+        raise TableNotFoundError(f"table {table_id} has no name in this catalog")
+    return shapes.load_reply(table, name, commits)
+
+
+# -- config ------------------------------------------------------------------------------------------------
+
+
+async def get_config(request: web.Request) -> web.Response:
+    only_params(request, {"catalog", "protocol-versions"})
+    catalog = request.query.get("catalog")
+    await request.app[CATALOG].get_catalog(check_name(catalog, "catalog"))
+    versions = request.query.get("protocol-versions")
+    if not versions:
+        raise InvalidArgumentError("protocol-versions is required (e.g. 1.0)")
+    if not any(v.strip().split(".")[0] == "1" for v in versions.split(",")):
+        raise InvalidArgumentError(f"no protocol version in common: this server speaks {PROTOCOL_VERSION}")
+    table = request.app[ROUTE_TABLE]
+    endpoints = [f"{r.method} {r.path.removeprefix(API.prefix.removesuffix('/v1'))}"
+                 for r in table.routes if r.api is API]
+    return json_response({"endpoints": endpoints, "protocol-version": PROTOCOL_VERSION})
+
+
+# -- staging and create ------------------------------------------------------------------------------------
+
+
+async def create_staging_table(request: web.Request) -> web.Response:
+    only_params(request, set())
+    body = await json_body(request, {"name"})
+    catalog_name, schema, _ = _names(request)
+    catalog = request.app[CATALOG]
+    require(request, "admin", catalog.managed_root() + "/x")
+    row = await catalog.reserve(catalog_name, schema, check_name(body.get("name"), "name"))
+    return json_response({
+        "table-id": row.id, "table-type": MANAGED, "location": row.location, "storage-credentials": [],
+        "required-protocol": REQUIRED_PROTOCOL,
+        "required-properties": {TABLE_ID_PROPERTY: row.id, "delta.enableInCommitTimestamps": "true"},
+        "suggested-protocol": {"reader-features": [], "writer-features": []}, "suggested-properties": {},
+    })
+
+
+async def create_table(request: web.Request) -> web.Response:
+    only_params(request, set())
+    body = await json_body(request, CREATE_FIELDS)
+    catalog_name, schema, _ = _names(request)
+    if body.get("uniform") is not None:
+        raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
+    location = str_field(body, "location")
+    table_type = body.get("table-type")
+    if table_type not in TABLE_TYPES:
+        raise InvalidArgumentError("table-type must be MANAGED or EXTERNAL")
+    require(request, "admin", normalize_location(location), on_disk=True)  # type: ignore[arg-type]
+    fields = shapes.check_struct(body.get("columns"))
+    partitions = shapes.check_names(body.get("partition-columns"), "partition-columns")
+    properties = shapes.without_protocol(shapes.table_properties(body.get("properties")))
+    properties.update(shapes.protocol_properties(body.get("protocol")))
+    if body.get("domain-metadata") is not None:
+        properties.update(shapes.domain_properties(body.get("domain-metadata")))
+    ts = int_field(body, "last-commit-timestamp-ms", required=True, minimum=0)
+    properties.update({shapes.LAST_UPDATE_VERSION: "0", shapes.LAST_COMMIT_TIMESTAMP: str(ts)})
+    named = new_name(catalog_name, schema, check_name(body.get("name"), "name"),
+                     MANAGED if table_type == MANAGED else EXTERNAL, columns=shapes.to_columns(fields, partitions),
+                     properties=properties, comment=check_comment(body.get("comment")))
+    table, name = await request.app[CATALOG].create_table(named, location)  # type: ignore[arg-type]
+    return json_response(shapes.load_reply(table, name, []))
+
+
+# -- load, exists, delete, rename ----------------------------------------------------------------------------
+
+
+async def load_table(request: web.Request) -> web.StreamResponse:
+    only_params(request, set())
+    table, _ = await _named(request, "read")
+    if request.method == "HEAD":  # tableExists
+        return web.Response(status=204)
+    return json_response(await _load(request, table.table_id))
+
+
+async def delete_table(request: web.Request) -> web.Response:
+    only_params(request, set())
+    table, _ = await _named(request, "admin")
+    await request.app[CATALOG].drop(table)
+    return web.Response(status=204)
+
+
+async def rename_table(request: web.Request) -> web.Response:
+    only_params(request, set())
+    body = await json_body(request, {"new-name"})
+    new = check_name(body.get("new-name"), "new-name")
+    table, _ = await _named(request, "admin")
+    await request.app[CATALOG].rename(table, new)
+    return web.Response(status=204)
+
+
+async def report_metrics(request: web.Request) -> web.Response:
+    """Commit metrics (telemetry) after a commit: checked against the table, counted, not stored."""
+    only_params(request, set())
+    body = await json_body(request, {"table-id", "report"})
+    table_id = parse_uuid(body.get("table-id"), "table-id")
+    table, _ = await _named(request, "commit")
+    if table_id != table.table_id:
+        raise InvalidArgumentError(f"table-id {table_id} is not the id of the table the path names")
+    report = body.get("report")
+    if report is not None and not isinstance(report, dict):
+        raise InvalidArgumentError("report must be an object")
+    kind = next(iter(report), "none") if report else "none"
+    request.app[METRICS].metrics_reports.labels(kind if kind in ("commit-report",) else "other").inc()
+    return web.Response(status=204)
+
+
+# -- update (commits and metadata) ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Update:
+    uuid: str
+    etag: str | None
+    actions: dict[str, dict[str, Any]]
+
+
+def _parse_update(body: dict[str, Any]) -> _Update:
+    requirements, updates = body.get("requirements"), body.get("updates")
+    if not isinstance(requirements, list) or not requirements:
+        raise InvalidArgumentError("requirements must be a non-empty list holding assert-table-uuid")
+    if not isinstance(updates, list) or not updates:
+        raise InvalidArgumentError("updates must be a non-empty list")
+    reqs: dict[str, dict[str, Any]] = {}
+    for r in requirements:
+        kind = r.get("type") if isinstance(r, dict) else None
+        if kind not in ("assert-table-uuid", "assert-etag"):
+            raise InvalidArgumentError(f"requirement type {str(kind)[:40]!r} is not assert-table-uuid or assert-etag")
+        if kind in reqs:
+            raise InvalidArgumentError(f"requirement {kind} is given twice")
+        reqs[kind] = r
+    if "assert-table-uuid" not in reqs:
+        raise InvalidArgumentError("an assert-table-uuid requirement is required")
+    etag = reqs.get("assert-etag", {}).get("etag") if "assert-etag" in reqs else None
+    if "assert-etag" in reqs and not isinstance(etag, str):
+        raise InvalidArgumentError("assert-etag.etag must be a string")
+    actions: dict[str, dict[str, Any]] = {}
+    for u in updates:
+        action = u.get("action") if isinstance(u, dict) else None
+        if action not in UPDATE_ACTIONS:
+            raise InvalidArgumentError(f"update action {str(action)[:40]!r} is not one of {', '.join(sorted(UPDATE_ACTIONS))}")
+        if action in actions:
+            raise InvalidArgumentError(f"update action {action} is given twice")
+        actions[action] = u
+    return _Update(parse_uuid(reqs["assert-table-uuid"].get("uuid"), "assert-table-uuid.uuid"), etag, actions)
+
+
+def _new_metadata(name: NameRow, actions: dict[str, dict[str, Any]], version: int | None,
+                  timestamp: int | None) -> dict[str, Any] | None:
+    """The columns, properties and comment after the metadata updates (None: none asked), checked whole."""
+    if not (METADATA_ACTIONS | {"update-metadata-snapshot-version"}) & set(actions):
+        return None
+    columns, props, comment = name.columns, dict(name.properties), name.comment
+    if "set-columns" in actions:
+        fields = shapes.check_struct(actions["set-columns"].get("columns"))
+        columns = shapes.to_columns(fields, shapes.partition_columns_of(name.columns))
+    if "set-partition-columns" in actions:
+        parts = shapes.check_names(actions["set-partition-columns"].get("partition-columns"), "partition-columns")
+        columns = shapes.with_partitions(columns, parts)
+    if "set-properties" in actions:
+        new = shapes.table_properties(actions["set-properties"].get("updates"))
+        props.update(shapes.without_protocol(new))
+    if "remove-properties" in actions:
+        removals = shapes.check_names(actions["remove-properties"].get("removals"), "removals")
+        if "set-properties" in actions and set(removals) & set(actions["set-properties"].get("updates") or {}):
+            raise InvalidArgumentError("set-properties and remove-properties touch the same key")
+        for k in removals:
+            props.pop(k, None)
+    if "set-protocol" in actions:
+        props = {**shapes.without_protocol(props), **shapes.protocol_properties(actions["set-protocol"].get("protocol"))}
+    if "set-domain-metadata" in actions:
+        props.update(shapes.domain_properties(actions["set-domain-metadata"].get("updates")))
+    if "remove-domain-metadata" in actions:
+        for d in shapes.check_names(actions["remove-domain-metadata"].get("domains"), "domains"):
+            if d not in shapes.DOMAIN_PROPERTIES:
+                raise InvalidArgumentError(f"domain {d[:80]!r} is not one this API carries")
+            props.pop(shapes.DOMAIN_PROPERTIES[d], None)
+    if "set-table-comment" in actions:
+        comment = check_comment(actions["set-table-comment"].get("comment"))
+    if "update-metadata-snapshot-version" in actions:
+        if name.table_type != EXTERNAL:
+            raise InvalidArgumentError("update-metadata-snapshot-version is for EXTERNAL tables only")
+        u = actions["update-metadata-snapshot-version"]
+        version = int_field(u, "last-commit-version", required=True, minimum=0)
+        timestamp = int_field(u, "last-commit-timestamp-ms", required=True, minimum=0)
+    if version is not None:
+        props[shapes.LAST_UPDATE_VERSION] = str(version)
+    if timestamp is not None:
+        props[shapes.LAST_COMMIT_TIMESTAMP] = str(timestamp)
+    return {"columns": columns, "properties": props, "comment": comment}
+
+
+async def update_table(request: web.Request) -> web.Response:
+    """Requirements first, then everything is checked, then: the writer's publication report, its commit,
+    the metadata. A version already taken answers 409 whatever else the request carries."""
+    only_params(request, set())
+    update = _parse_update(await json_body(request, {"requirements", "updates"}))
+    table, name = await _named(request, "commit")
+    if update.uuid != table.table_id:
+        raise TableChangedError(f"assert-table-uuid failed: the table is {table.table_id}, not {update.uuid}")
+    if update.etag is not None:
+        current = await _load(request, table.table_id)
+        if current["metadata"]["etag"] != update.etag:
+            raise TableChangedError("assert-etag failed: the table changed since it was loaded; load it again")
+    actions = update.actions
+    commit = actions.get("add-commit", {}).get("commit") if "add-commit" in actions else None
+    version = timestamp = None
+    if "add-commit" in actions:
+        if not isinstance(commit, dict):
+            raise InvalidArgumentError("add-commit.commit must be an object")
+        if actions["add-commit"].get("uniform") is not None:
+            raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
+        version = int_field(commit, "version", required=True)
+        timestamp = int_field(commit, "timestamp", required=True)
+        int_field(commit, "file-modification-timestamp", required=True)
+        size = int_field(commit, "file-size", required=True, minimum=0)
+        file_name = str_field(commit, "file-name")
+        await request.app[CATALOG].managed(table)
+    published = None
+    if "set-latest-backfilled-version" in actions:
+        published = int_field(actions["set-latest-backfilled-version"], "latest-published-version",
+                              required=True, minimum=0)
+    changes = bool(METADATA_ACTIONS & set(actions))
+    metadata = _new_metadata(name, actions, version if changes else None, timestamp if changes else None)
+    service = request.app[SERVICE]
+    if published is not None:
+        # What the writer published first (that frees the backlog), then its commit.
+        await service.report_published(table.table_id, published, quiet=commit is not None)
+    if commit is not None:
+        await service.commit_staged(table, version, file_name, size)  # type: ignore[arg-type]
+    if metadata is not None:
+        await request.app[CATALOG].update_metadata(table.table_id, **metadata)
+    return json_response(await _load(request, table.table_id))
+
