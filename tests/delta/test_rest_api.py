@@ -238,9 +238,13 @@ def test_rename_and_delete(uc_service: Service) -> None:
     assert uc(uc_service, "GET", f"/tables/{w.catalog}.s.t9")[0] == 404
 
 
-def test_credentials_of_a_local_table_name_its_prefix(uc_service: Service) -> None:
+def test_credentials_of_a_table_name_its_prefix(uc_service: Service) -> None:
     w = new_writer(uc_service)
     status, creds = v1(uc_service, "GET", w.path + "/credentials?operation=READ_WRITE")
+    if w.location.startswith("s3://"):  # this service has no role to assume: S3 vending is refused, clearly
+        assert_delta_error(status, creds, 400, "BadRequestException")
+        assert "vend_role_arn" in creds["error"]["message"]
+        return
     assert status == 200, creds
     [c] = creds["storage-credentials"]
     assert c["prefix"].rstrip("/") == w.location and c["operation"] == "READ_WRITE" and c["config"] in ({}, c["config"])
