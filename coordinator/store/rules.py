@@ -44,7 +44,7 @@ BOUND = Proposal.of({**BOUND_COLUMNS, "max_unbackfilled": bindparam("p_max_unbac
 
 def acceptance(p: Proposal) -> dict[str, ColumnElement[bool]]:
     """THE commit-acceptance rule: the table row accepts proposal ``p`` when every clause holds. In the order a
-    refusal is reported (``commits.Commits.classify``): the table accepts commits; ``p`` is the version right
+    refusal is reported (``commits.Commits._classify``): the table accepts commits; ``p`` is the version right
     after the latest; the backlog of unbackfilled commits is below the cap; its inCommitTimestamp increases."""
     t = owned_tables.c
     return {
