@@ -15,29 +15,31 @@ from sqlalchemy.exc import IntegrityError
 
 from client.contract.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 
-from .rows import CatalogRow, NameRow, SchemaRow, StagingRow, TableRow
-from .schema import catalogs, owned_tables, schemas, staging_tables, table_names
-from .store import OwnershipStore, _table, now_ms
+from .rows import CatalogRow, NameRow, SchemaRow, StagingRow, TableRow, now_ms, values_of
+from .schema import catalogs, schemas, staging_tables, table_names
+from .store import OwnershipStore
+from .tables import name_of, named_tables, table_of
 
 
 class NameStore:
     def __init__(self, store: OwnershipStore) -> None:
         self.store = store
+        self.db = store.db  # the store's transactions (on SQLite, its single-writer lock)
 
     # -- catalogs -----------------------------------------------------------------------------------
 
     async def create_catalog(self, row: CatalogRow) -> CatalogRow:
         """Raises AlreadyExistsError."""
         try:
-            async with self.store._tx(single=True) as conn:
-                await conn.execute(catalogs.insert().values(**_values(row)))
+            async with self.db.tx(single=True) as conn:
+                await conn.execute(catalogs.insert().values(**values_of(row)))
         except IntegrityError:
             raise AlreadyExistsError(f"catalog {row.name} already exists") from None
         return row
 
     async def get_catalog(self, name: str) -> CatalogRow:
         """Raises NotFoundError."""
-        async with self.store._tx(write=False, single=True) as conn:
+        async with self.db.tx(write=False, single=True) as conn:
             r = (await conn.execute(select(catalogs).where(catalogs.c.name == name))).first()
         if r is None:
             raise NotFoundError(f"catalog {name} does not exist")
@@ -47,13 +49,13 @@ class NameStore:
         stmt = select(catalogs).order_by(catalogs.c.name).limit(limit)
         if after is not None:
             stmt = stmt.where(catalogs.c.name > after)
-        async with self.store._tx(write=False, single=True) as conn:
+        async with self.db.tx(write=False, single=True) as conn:
             return [CatalogRow(**r._mapping) for r in (await conn.execute(stmt)).all()]
 
     async def delete_catalog(self, name: str) -> None:
         """Raises NotFoundError, InvalidArgumentError (the catalog still holds schemas)."""
         try:
-            async with self.store._tx(single=True) as conn:
+            async with self.db.tx(single=True) as conn:
                 res = await conn.execute(catalogs.delete().where(catalogs.c.name == name))
         except IntegrityError:
             raise InvalidArgumentError(f"catalog {name} is not empty: drop its schemas first") from None
@@ -65,8 +67,8 @@ class NameStore:
     async def create_schema(self, row: SchemaRow) -> SchemaRow:
         """Raises NotFoundError (no such catalog), AlreadyExistsError."""
         try:
-            async with self.store._tx(single=True) as conn:
-                await conn.execute(schemas.insert().values(**_values(row)))
+            async with self.db.tx(single=True) as conn:
+                await conn.execute(schemas.insert().values(**values_of(row)))
         except IntegrityError:
             await self.get_catalog(row.catalog_name)
             raise AlreadyExistsError(f"schema {row.catalog_name}.{row.name} already exists") from None
@@ -74,7 +76,7 @@ class NameStore:
 
     async def get_schema(self, catalog: str, name: str) -> SchemaRow:
         """Raises NotFoundError."""
-        async with self.store._tx(write=False, single=True) as conn:
+        async with self.db.tx(write=False, single=True) as conn:
             r = (await conn.execute(select(schemas).where(
                 and_(schemas.c.catalog_name == catalog, schemas.c.name == name)))).first()
         if r is None:
@@ -87,14 +89,14 @@ class NameStore:
         stmt = select(schemas).where(schemas.c.catalog_name == catalog).order_by(schemas.c.name).limit(limit)
         if after is not None:
             stmt = stmt.where(schemas.c.name > after)
-        async with self.store._tx(write=False, single=True) as conn:
+        async with self.db.tx(write=False, single=True) as conn:
             return [SchemaRow(**r._mapping) for r in (await conn.execute(stmt)).all()]
 
     async def delete_schema(self, catalog: str, name: str) -> None:
         """Drop a schema without tables (its staging reservations go with it).
         Raises NotFoundError, InvalidArgumentError (tables still live in it)."""
         try:
-            async with self.store._tx() as conn:
+            async with self.db.tx() as conn:
                 await conn.execute(staging_tables.delete().where(and_(
                     staging_tables.c.catalog_name == catalog, staging_tables.c.schema_name == name)))
                 res = await conn.execute(schemas.delete().where(
@@ -110,12 +112,12 @@ class NameStore:
         """Reserve a table id and location under a name not taken yet.
         Raises AlreadyExistsError (a table has this name), NotFoundError (no such schema)."""
         try:
-            async with self.store._tx() as conn:
+            async with self.db.tx() as conn:
                 taken = (await conn.execute(select(table_names.c.table_id).where(and_(
                     table_names.c.catalog_name == row.catalog_name, table_names.c.schema_name == row.schema_name,
                     table_names.c.name == row.name)))).first()
                 if taken is None:
-                    await conn.execute(staging_tables.insert().values(**_values(row)))
+                    await conn.execute(staging_tables.insert().values(**values_of(row)))
         except IntegrityError:
             await self.get_schema(row.catalog_name, row.schema_name)
             raise AlreadyExistsError(f"a staging table already holds location {row.location}") from None
@@ -125,7 +127,7 @@ class NameStore:
 
     async def find_staging(self, location: str) -> StagingRow:
         """Raises NotFoundError."""
-        async with self.store._tx(write=False, single=True) as conn:
+        async with self.db.tx(write=False, single=True) as conn:
             r = (await conn.execute(select(staging_tables).where(staging_tables.c.location == location))).first()
         if r is None:
             raise NotFoundError(f"no staging table at {location}: create one with POST /staging-tables first")
@@ -133,7 +135,7 @@ class NameStore:
 
     async def get_staging(self, table_id: str) -> StagingRow:
         """Raises NotFoundError."""
-        async with self.store._tx(write=False, single=True) as conn:
+        async with self.db.tx(write=False, single=True) as conn:
             r = (await conn.execute(select(staging_tables).where(staging_tables.c.id == table_id))).first()
         if r is None:
             raise NotFoundError(f"no staging table with id {table_id}")
@@ -144,15 +146,15 @@ class NameStore:
     async def get_named(self, catalog: str, schema: str, name: str) -> tuple[TableRow, NameRow]:
         """Raises TableNotFoundError-like NotFoundError subclasses via the caller; here NotFoundError."""
         n = table_names.c
-        stmt = _joined().where(and_(n.catalog_name == catalog, n.schema_name == schema, n.name == name))
-        async with self.store._tx(write=False, single=True) as conn:
+        stmt = named_tables(whole_name=True).where(and_(n.catalog_name == catalog, n.schema_name == schema, n.name == name))
+        async with self.db.tx(write=False, single=True) as conn:
             r = (await conn.execute(stmt)).first()
         if r is None:
             raise NotFoundError(f"table {catalog}.{schema}.{name} does not exist")
         return _pair(r)
 
     async def name_of(self, table_id: str) -> NameRow | None:
-        async with self.store._tx(write=False, single=True) as conn:
+        async with self.db.tx(write=False, single=True) as conn:
             r = (await conn.execute(select(table_names).where(table_names.c.table_id == table_id))).first()
         return NameRow(**r._mapping) if r is not None else None
 
@@ -161,22 +163,22 @@ class NameStore:
         """Raises NotFoundError when the schema does not exist."""
         await self.get_schema(catalog, schema)
         n = table_names.c
-        stmt = _joined().where(and_(n.catalog_name == catalog, n.schema_name == schema)).order_by(n.name).limit(limit)
+        stmt = named_tables(whole_name=True).where(and_(n.catalog_name == catalog, n.schema_name == schema)).order_by(n.name).limit(limit)
         if after is not None:
             stmt = stmt.where(n.name > after)
-        async with self.store._tx(write=False, single=True) as conn:
+        async with self.db.tx(write=False, single=True) as conn:
             return [_pair(r) for r in (await conn.execute(stmt)).all()]
 
     async def drop_name(self, table_id: str) -> bool:
         """Forget a table's name (the ownership row stays). Returns whether there was one."""
-        async with self.store._tx(single=True) as conn:
+        async with self.db.tx(single=True) as conn:
             res = await conn.execute(table_names.delete().where(table_names.c.table_id == table_id))
         return bool(res.rowcount)
 
     async def rename(self, table_id: str, new: str) -> bool:
         """Give a named table another name in its schema. Returns whether it had a name; raises AlreadyExistsError."""
         try:
-            async with self.store._tx(single=True) as conn:
+            async with self.db.tx(single=True) as conn:
                 res = await conn.execute(update(table_names).where(table_names.c.table_id == table_id)
                                          .values(name=new, updated_at=now_ms()))
         except IntegrityError:
@@ -193,22 +195,10 @@ class NameStore:
             values["properties"] = properties
         if comment is not None:
             values["comment"] = comment
-        async with self.store._tx(single=True) as conn:
+        async with self.db.tx(single=True) as conn:
             await conn.execute(update(table_names).where(table_names.c.table_id == table_id).values(**values))
 
 
-def _values(row: Any) -> dict[str, Any]:
-    return {f: getattr(row, f) for f in type(row).__dataclass_fields__}
-
-
-def _joined() -> Any:
-    cols = [c.label("n_" + c.name) for c in table_names.c]
-    return select(owned_tables, *cols).select_from(
-        table_names.join(owned_tables, owned_tables.c.table_id == table_names.c.table_id))
-
 
 def _pair(r: Any) -> tuple[TableRow, NameRow]:
-    m = r._mapping
-    name = NameRow(**{c.name: m["n_" + c.name] for c in table_names.c})
-    table = _table(r)
-    return TableRow(**{**table.__dict__, "name": name.full_name}), name
+    return table_of(r), name_of(r)

@@ -1,11 +1,26 @@
-"""Rows of the ownership store as plain values."""
+"""Rows of the ownership store as plain values; their times are milliseconds since the epoch (``now_ms``)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from client.contract.layout import staged_file
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def values_of(row: Any) -> dict[str, Any]:
+    """A row's fields by name: the values of its INSERT."""
+    return {f: getattr(row, f) for f in type(row).__dataclass_fields__}
+
+
+def full_name(catalog: str, schema: str, name: str) -> str:
+    """A table's three-part name, ``catalog.schema.table``."""
+    return f"{catalog}.{schema}.{name}"
 
 
 @dataclass(frozen=True)
@@ -116,7 +131,7 @@ class NameRow:
 
     @property
     def full_name(self) -> str:
-        return f"{self.catalog_name}.{self.schema_name}.{self.name}"
+        return full_name(self.catalog_name, self.schema_name, self.name)
 
 
 @dataclass(frozen=True)

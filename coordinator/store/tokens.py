@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from client.contract.errors import UnavailableError
+from client.contract.errors import InvalidArgumentError, UnavailableError
 
+from .db import Db
+from .rows import now_ms
 from .schema import tokens
-from .store import now_ms
 
 
 @dataclass(frozen=True)
@@ -40,19 +41,17 @@ def _row(r: Any) -> TokenRow:
 class TokenStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.db = Db(engine, what="token store")
 
     async def _run(self, stmt: Any, write: bool) -> Any:
+        """One statement: the result of a write, the rows of a read. Raises UnavailableError (``Db.tx``), also
+        for a token id already stored (``ensure`` re-reads then: a concurrent import won)."""
         try:
-            if write:
-                async with self.engine.begin() as conn:
-                    return await conn.execute(stmt)
-            async with self.engine.connect() as conn:
+            async with self.db.tx(write=write, single=True) as conn:
                 res = await conn.execute(stmt)
-                return res.all()
-        except (OperationalError, DBAPIError) as e:
-            raise UnavailableError(f"token store unavailable: {type(e).__name__}") from e
-        except OSError as e:
-            raise UnavailableError(f"token store unavailable: {type(e).__name__}") from e
+                return res if write else res.all()
+        except IntegrityError as e:
+            raise UnavailableError(f"token store unavailable: {type(e.orig).__name__}") from e
 
     async def create(self, token_id: str, secret_hash: str, scopes: list[dict[str, Any]]) -> TokenRow:
         row = TokenRow(id=token_id, hash=secret_hash, scopes=scopes, created=now_ms(), revoked=None)
@@ -66,8 +65,6 @@ class TokenStore:
         Returns (row, whether it was created now). Raises InvalidArgumentError when the id is held by
         another secret or was revoked: an imported token is never replaced or revived.
         """
-        from client.contract.errors import InvalidArgumentError
-
         row = await self.get(token_id)
         if row is None:
             try:

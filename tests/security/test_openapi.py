@@ -12,9 +12,9 @@ from typing import Any
 
 from coordinator.api import create_app
 from coordinator.api.app import ROUTES
+from coordinator.api.delta.errors import PREFIX as DELTA_PREFIX
 from coordinator.api.openapi import BODY, build_document
 from coordinator.api.routes import ROUTE_TABLE, Locate, Permission, RouteTable
-from coordinator.api.delta.errors import PREFIX as DELTA_PREFIX
 from coordinator.api.unity.errors import PREFIX as UC_PREFIX
 from coordinator.settings import Settings
 from tests.security.conftest import call

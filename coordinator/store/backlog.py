@@ -1,0 +1,34 @@
+"""Read-only views over every table: what is left to publish, and counts (the backfiller's sweep, metrics,
+the status page)."""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select
+
+from .db import Db
+from .schema import commits, owned_tables
+
+
+class Backlog:
+    def __init__(self, db: Db) -> None:
+        self.db = db
+
+    async def tables_behind(self, limit: int = 1000) -> list[str]:
+        """Ids of accepting-or-not tables with unbackfilled commits."""
+        t = owned_tables.c
+        stmt = select(t.table_id).where(t.latest_version > t.latest_backfilled_version).order_by(t.updated_at).limit(limit)
+        async with self.db.tx(write=False, single=True) as conn:
+            return [r[0] for r in (await conn.execute(stmt)).all()]
+
+    async def oldest_unbackfilled(self) -> dict[str, int]:
+        """table id -> ratification time (ms) of its oldest unbackfilled commit, for tables that have one."""
+        c = commits.c
+        stmt = select(c.table_id, func.min(c.ratified_at)).where(c.backfilled_at.is_(None)).group_by(c.table_id)
+        async with self.db.tx(write=False, single=True) as conn:
+            return {r[0]: int(r[1]) for r in (await conn.execute(stmt)).all()}
+
+    async def stats(self) -> dict[str, int]:
+        async with self.db.tx(write=False) as conn:
+            n_tables = (await conn.execute(select(func.count()).select_from(owned_tables))).scalar_one()
+            n_commits = (await conn.execute(select(func.count()).select_from(commits))).scalar_one()
+        return {"tables": int(n_tables), "commits": int(n_commits)}

@@ -1,0 +1,270 @@
+"""Commits: ratification, the reads of commit rows, and the backfill bookkeeping.
+
+* ``ratify`` is one conditional UPDATE of the table row (``rules.ratification``: it matches only when
+  ``rules.acceptance`` holds) and the INSERT of the commit row, atomically. The primary key
+  (table_id, version) is the final arbiter; nothing is checked before acting. When the UPDATE matches no
+  row, the row is re-read with each clause of the same rule evaluated by the database, and the refusal
+  classified by the first clause that fails.
+* With group commit (``group_max_rows`` > 1), ratifications of different tables that arrive together share
+  one round trip (``dialect.py`` says how), each judged on its own by the same rule; a proposal whose key is
+  already used loses its UPDATE instead of failing the batch; a proposal the database did not judge (its
+  table row was held elsewhere) runs on its own, in its caller's task. Backfill marks are grouped the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+from sqlalchemy import and_, bindparam, select, update
+from sqlalchemy.exc import IntegrityError
+
+from client.contract.errors import (
+    CommitFailedError,
+    CommitVersionConflictError,
+    IdempotencyKeyReusedError,
+    InvalidCommitError,
+    TableNotAcceptingCommitsError,
+    TableNotFoundError,
+    TooManyUnbackfilledCommitsError,
+    UnavailableError,
+)
+
+from .db import Db
+from .group import Group
+from .rows import CommitRow, TableRow, now_ms
+from .rules import BOUND, acceptance, mark_params, ratify_params
+from .schema import commits, owned_tables
+from .tables import table_of
+
+
+class _StateMoved(Exception):
+    """The ratification UPDATE matched nothing, yet the re-read finds no reason to refuse: try again."""
+
+
+def version_message(asked: int, expected: int) -> str:
+    return f"Commit version {asked} is not valid. Expected version: {expected}."
+
+
+class Commits:
+    def __init__(self, db: Db, *, group_max_rows: int = 1) -> None:
+        self.db = db
+        self.ratify_group: Group[tuple[CommitRow, int], bool | None] | None = None
+        self.mark_group: Group[tuple[str, int], bool] | None = None
+        if group_max_rows > 1:
+            self.ratify_group = Group(self._ratify_many, lambda item: item[0].table_id, group_max_rows)
+            self.mark_group = Group(self._mark_many, lambda item: item[0], group_max_rows)
+
+    # -- ratification -------------------------------------------------------------------------------
+
+    async def ratify(self, row: CommitRow, *, max_unbackfilled: int, releases: bool) -> CommitRow:
+        """Record that ``row.file_name`` IS version ``row.version`` (see ``OwnershipStore.ratify``)."""
+        for _attempt in range(3):
+            # A release (once in a table's life) sets more columns: it always takes the one-row path.
+            won = await self.ratify_group.submit((row, max_unbackfilled)) if self.ratify_group and not releases \
+                else None
+            if won is None:  # not grouped, or the group skipped it (its row was held): on its own, in this task
+                won = await self.db.dialect.ratify_one(self.db, row, ratify_params(row, max_unbackfilled), releases)
+            if won:
+                return row
+            try:
+                return await self._classify(row, max_unbackfilled)
+            except _StateMoved:
+                continue  # nothing refuses this proposal now: what refused it a moment ago has passed
+        raise UnavailableError(
+            f"table {row.table_id} changed three times while version {row.version} was judged; retry"
+        )
+
+    async def _ratify_many(self, items: list[tuple[CommitRow, int]]) -> list[bool | None]:
+        """The group's round trip: which of these proposals (of distinct tables, sent in table order) won;
+        None for one that was not judged and must run on its own, in its caller's task (``ratify``). A key
+        violation (a proposal racing another process for the same key) or a deadlock with another process's
+        batch undoes the whole batch: then each proposal runs on its own."""
+        try:
+            got = await self.db.dialect.ratify_many(self.db, sorted(items, key=lambda item: item[0].table_id),
+                                                    now_ms())
+        except (IntegrityError, UnavailableError) as e:
+            if isinstance(e, UnavailableError) and not self.db.dialect.deadlock(e):
+                raise
+            return [None] * len(items)
+        return [got[r.table_id] for r, _ in items]
+
+    async def _classify(self, row: CommitRow, max_unbackfilled: int) -> CommitRow:
+        """After a lost UPDATE: the earlier row when this is an idempotent replay, else the refusal of the first
+        clause of the rule that fails on the table row as it is now."""
+        async with self.db.tx(write=False, single=True) as conn:
+            r = (await conn.execute(_judgement(), ratify_params(row, max_unbackfilled))).first()
+        if r is None:
+            raise TableNotFoundError(f"no table with id {row.table_id}")
+        table = table_of(r)
+        prior = await self.replay(row.table_id, row.idempotency_key, row.version, row.content_sha256,
+                                  table.reported_latest)
+        if prior is not None:
+            return prior
+        for clause, refusal in _REFUSALS.items():
+            if not r._mapping["ok_" + clause]:
+                raise refusal(table, row, max_unbackfilled)
+        # Nothing refuses the proposal any more: the row changed between the UPDATE and this read (say the
+        # backlog was full and the backfiller freed it). Not a conflict, since version v is still free.
+        raise _StateMoved()
+
+    async def replay(self, table_id: str, key: str, version: int, sha256: str,
+                     latest_table_version: int | None) -> CommitRow | None:
+        """The commit ratified under idempotency key ``key`` when this proposal repeats it (same version,
+        same bytes); None when the key was never used. Raises IdempotencyKeyReusedError otherwise."""
+        prior = await self._find_commit(commits.c.table_id == table_id, commits.c.idempotency_key == key)
+        if prior is None or (prior.version == version and prior.content_sha256 == sha256):
+            return prior
+        raise IdempotencyKeyReusedError(
+            f"idempotency key {key} was already used for version {prior.version} with different content",
+            latest_table_version=latest_table_version,
+        )
+
+    # -- reads --------------------------------------------------------------------------------------
+
+    async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
+        return await self._find_commit(commits.c.table_id == table_id, commits.c.version == version)
+
+    async def _find_commit(self, *cond: Any) -> CommitRow | None:
+        async with self.db.tx(write=False, single=True) as conn:
+            r = (await conn.execute(select(commits).where(and_(*cond)))).first()
+        return _commit(r) if r is not None else None
+
+    async def get_commits(
+        self, table_id: str, start: int | None, end: int | None, *, backfilled: bool = False
+    ) -> tuple[TableRow, list[CommitRow]]:
+        """The table and its unbackfilled commits in ``[start, end]``, ascending, read in one statement;
+        with ``backfilled`` every ratified commit in the range (the rows are kept after publication)."""
+        stmt = _get_commits_statement(start is not None, end is not None, backfilled)
+        async with self.db.tx(write=False, single=True) as conn:
+            rows = (await conn.execute(stmt, {"p_table_id": table_id, "p_start": start, "p_end": end})).all()
+        if not rows:
+            raise TableNotFoundError(f"no table with id {table_id}")
+        out = []
+        for r in rows:
+            m = r._mapping
+            if m["c_version"] is not None:
+                out.append(CommitRow(**{c.name: m["c_" + c.name] for c in commits.c}))
+        return table_of(rows[0]), out
+
+    async def commits_from(self, table_id: str, start: int, limit: int) -> tuple[TableRow, list[CommitRow]]:
+        """The table and its ratified commits from ``start`` on (published or not), ascending, at most ``limit``,
+        read in one statement: what a writer that lost the race for ``start`` has not seen. Versions are
+        contiguous, one row each, so the range ``[start, start + limit - 1]`` is the bound."""
+        return await self.get_commits(table_id, start, start + max(1, limit) - 1, backfilled=True)
+
+    async def unbackfilled(self, table_id: str, up_to: int | None = None, limit: int | None = None) -> list[CommitRow]:
+        cond = [commits.c.table_id == table_id, commits.c.backfilled_at.is_(None)]
+        if up_to is not None:
+            cond.append(commits.c.version <= up_to)
+        stmt = select(commits).where(and_(*cond)).order_by(commits.c.version)
+        if limit:
+            stmt = stmt.limit(limit)
+        async with self.db.tx(write=False, single=True) as conn:
+            return [_commit(r) for r in (await conn.execute(stmt)).all()]
+
+    async def recent_commits(self, table_id: str, limit: int = 20) -> list[CommitRow]:
+        stmt = select(commits).where(commits.c.table_id == table_id).order_by(commits.c.version.desc()).limit(limit)
+        async with self.db.tx(write=False, single=True) as conn:
+            return [_commit(r) for r in (await conn.execute(stmt)).all()]
+
+    async def ratified_file_names(self, table_id: str, low: int, high: int) -> dict[int, str]:
+        """version -> ratified file name for the versions in ``[low, high]`` (the orphan janitor's one read)."""
+        stmt = select(commits.c.version, commits.c.file_name).where(
+            and_(commits.c.table_id == table_id, commits.c.version >= low, commits.c.version <= high))
+        async with self.db.tx(write=False, single=True) as conn:
+            return {int(v): str(f) for v, f in (await conn.execute(stmt)).all()}
+
+    # -- backfill bookkeeping -----------------------------------------------------------------------
+
+    async def mark_backfilled(self, table_id: str, up_to: int) -> None:
+        """Record in one transaction that every version <= ``up_to`` is published. Idempotent."""
+        if self.mark_group is not None and await self.mark_group.submit((table_id, up_to)):
+            return  # else the group skipped it (its table row was held): on its own, in this task
+        await self.db.dialect.mark_one(self.db, mark_params(table_id, up_to, now_ms()))
+
+    async def _mark_many(self, items: list[tuple[str, int]]) -> list[bool]:
+        """The group's round trip of backfill marks (distinct tables, sent in table order). Returns whether
+        each was marked; a table whose row another transaction holds is skipped, and a deadlock with another
+        process's batch marks nothing: those are marked on their own by their callers."""
+        try:
+            marked = await self.db.dialect.mark_many(self.db, sorted(items), now_ms())
+        except UnavailableError as e:
+            if not self.db.dialect.deadlock(e):
+                raise
+            return [False] * len(items)
+        return [t in marked for t, _ in items]
+
+    async def record_backfill_error(self, table_id: str, message: str) -> None:
+        async with self.db.tx(single=True) as conn:
+            await conn.execute(
+                update(owned_tables).where(owned_tables.c.table_id == table_id)
+                .values(backfill_error=message[:2000], backfill_error_at=now_ms())
+            )
+
+
+# -- the refusal of each clause of the rule (rules.acceptance), in the order they are reported --------------
+
+def _not_accepting(table: TableRow, row: CommitRow, cap: int) -> CommitFailedError:
+    return TableNotAcceptingCommitsError(
+        f"table {table.table_id} is not accepting commits ({table.status}: {table.status_reason})",
+        latest_table_version=table.reported_latest)
+
+
+def _wrong_version(table: TableRow, row: CommitRow, cap: int) -> CommitFailedError:
+    # taken (a lost race: retryable after a rebase) or beyond the next one (a gap: never valid)
+    error = CommitVersionConflictError if table.latest_version >= row.version else InvalidCommitError
+    return error(version_message(row.version, table.latest_version + 1), latest_table_version=table.reported_latest)
+
+
+def _backlog_full(table: TableRow, row: CommitRow, cap: int) -> CommitFailedError:
+    return TooManyUnbackfilledCommitsError(
+        f"table {table.table_id} has {table.unbackfilled} unbackfilled commits (limit {cap}): "
+        "backfill is behind; ask for a backfill and retry",
+        latest_table_version=table.reported_latest)
+
+
+def _timestamp_not_increasing(table: TableRow, row: CommitRow, cap: int) -> CommitFailedError:
+    return InvalidCommitError(
+        f"inCommitTimestamp {row.commit_timestamp} must be greater than the previous commit's "
+        f"{table.last_commit_timestamp}",
+        latest_table_version=table.reported_latest)
+
+
+_REFUSALS: dict[str, Callable[[TableRow, CommitRow, int], CommitFailedError]] = {
+    "accepting": _not_accepting, "version": _wrong_version, "backlog": _backlog_full,
+    "timestamp": _timestamp_not_increasing,
+}
+assert list(_REFUSALS) == list(acceptance(BOUND)), "every clause of the rule has its refusal, in the rule's order"
+
+
+@functools.cache
+def _judgement() -> Any:
+    """The table row as a refused proposal finds it, with whether each clause of the rule holds (``ok_<clause>``)."""
+    t = owned_tables.c
+    return (select(owned_tables, *[ok.label("ok_" + clause) for clause, ok in acceptance(BOUND).items()])
+            .where(t.table_id == BOUND.table_id))
+
+
+@functools.cache
+def _get_commits_statement(has_start: bool, has_end: bool, backfilled: bool = False) -> Any:
+    """The table row outer-joined with its unbackfilled (or all) commits in a version range, built once."""
+    cond = [commits.c.table_id == owned_tables.c.table_id]
+    if not backfilled:
+        cond.append(commits.c.backfilled_at.is_(None))
+    if has_start:
+        cond.append(commits.c.version >= bindparam("p_start"))
+    if has_end:
+        cond.append(commits.c.version <= bindparam("p_end"))
+    return (
+        select(owned_tables, *[c.label("c_" + c.name) for c in commits.c])
+        .select_from(owned_tables.outerjoin(commits, and_(*cond)))
+        .where(owned_tables.c.table_id == bindparam("p_table_id"))
+        .order_by(commits.c.version)
+    )
+
+
+def _commit(r: Any) -> CommitRow:
+    m = r._mapping
+    return CommitRow(**{f: m[f] for f in CommitRow.__dataclass_fields__})

@@ -1,0 +1,268 @@
+"""The one seam between PostgreSQL and SQLite: everything the store does differently on each, chosen once
+from the engine (``dialect_for``) and held by the store's ``Db``.
+
+What differs is how a unit of work reaches the database, never what it decides (``rules.py``):
+
+* PostgreSQL runs a single statement in autocommit mode (atomic by itself: one round trip instead of
+  BEGIN, the statement, COMMIT); SQLite serialises writers in-process (one writer at a time: this avoids
+  "database is locked").
+* A ratification on PostgreSQL is one statement, its conditional UPDATE feeding the INSERT of the commit
+  row (``RETURNING`` in a CTE); on SQLite the UPDATE and the INSERT share a transaction. Backfill marks
+  likewise.
+* A group on PostgreSQL is one statement over arrays of rows (``unnest``) that takes the table rows
+  ``FOR UPDATE SKIP LOCKED`` (a row another transaction holds is skipped, never waited for; a batch of one
+  takes its row the same way, in a cheaper statement); on SQLite it is one transaction.
+* PostgreSQL may abort a statement to break a deadlock (``deadlock``); SQLite has none to report.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import BigInteger, bindparam, cast, func, select
+from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from .rows import CommitRow
+from .rules import (
+    BOUND,
+    BOUND_COLUMNS,
+    BOUND_MARK,
+    RATIFIED,
+    Mark,
+    Proposal,
+    advance_table,
+    commit_values,
+    mark_params,
+    mark_rows,
+    ratification,
+    ratify_params,
+)
+from .schema import commits, owned_tables
+
+if TYPE_CHECKING:
+    from .db import Db
+
+
+class Dialect:
+    """How the store's units of work run on one kind of database."""
+
+    name: str
+    write_lock: asyncio.Lock | None = None  # taken by every writing transaction (``Db.tx``)
+    autocommit: AsyncEngine | None = None  # runs a transaction of a single statement, when that is atomic
+
+    def deadlock(self, e: BaseException) -> bool:
+        """Whether the database aborted the statement behind ``e`` (an UnavailableError) to break a deadlock."""
+        return False
+
+    async def ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
+        """One proposal in its own round trip; whether it won (False: classify it)."""
+        try:
+            return await self._ratify_one(db, row, params, releases)
+        except IntegrityError:
+            return False  # the (table, version) key or the idempotency key decided: classify
+
+    async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
+        raise NotImplementedError
+
+    async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int]], now: int) -> dict[str, bool | None]:
+        """A group's proposals (distinct tables, in table order) in one round trip: table id -> whether it
+        won, or None when it was not judged (its row was held elsewhere). Raises IntegrityError when the
+        database undid the whole group."""
+        raise NotImplementedError
+
+    async def mark_one(self, db: Db, params: dict[str, Any]) -> None:
+        """One backfill mark, atomically."""
+        raise NotImplementedError
+
+    async def mark_many(self, db: Db, ordered: list[tuple[str, int]], now: int) -> set[str]:
+        """A group's backfill marks (distinct tables, in table order) in one round trip: the tables marked."""
+        raise NotImplementedError
+
+
+def dialect_for(engine: AsyncEngine) -> Dialect:
+    return SQLite() if engine.dialect.name == "sqlite" else PostgreSQL(engine)
+
+
+# -- SQLite -----------------------------------------------------------------------------------------------
+
+class SQLite(Dialect):
+    name = "sqlite"
+
+    def __init__(self) -> None:
+        self.write_lock = asyncio.Lock()
+
+    async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
+        async with db.tx() as conn:
+            res = await conn.execute(_one_row(releases), params)
+            if res.rowcount != 1:
+                return False
+            await conn.execute(commits.insert(), commit_values(row))
+            return True
+
+    async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int]], now: int) -> dict[str, bool | None]:
+        if len(ordered) == 1:
+            row, cap = ordered[0]
+            return {row.table_id: await self.ratify_one(db, row, ratify_params(row, cap), False)}
+        out: dict[str, bool | None] = {}
+        async with db.tx() as conn:
+            for row, cap in ordered:
+                res = await conn.execute(_guarded(), ratify_params(row, cap, now))
+                if res.rowcount == 1:
+                    await conn.execute(commits.insert(), commit_values(row))
+                out[row.table_id] = res.rowcount == 1
+        return out
+
+    async def mark_one(self, db: Db, params: dict[str, Any]) -> None:
+        rows, table = _marks()
+        async with db.tx() as conn:
+            await conn.execute(rows, params)
+            await conn.execute(table, params)
+
+    async def mark_many(self, db: Db, ordered: list[tuple[str, int]], now: int) -> set[str]:
+        rows, table = _marks()
+        async with db.tx() as conn:
+            for t, up_to in ordered:
+                p = mark_params(t, up_to, now)
+                await conn.execute(rows, p)
+                await conn.execute(table, p)
+        return {t for t, _ in ordered}
+
+
+# -- PostgreSQL -------------------------------------------------------------------------------------------
+
+class PostgreSQL(Dialect):
+    name = "postgresql"
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")  # the same pool serves both
+
+    def deadlock(self, e: BaseException) -> bool:
+        return getattr(getattr(e.__cause__, "orig", None), "sqlstate", None) == "40P01"
+
+    async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
+        async with db.tx(single=True) as conn:
+            return (await conn.execute(_pg_ratify(releases), params)).first() is not None
+
+    async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int]], now: int) -> dict[str, bool | None]:
+        if len(ordered) == 1:
+            row, cap = ordered[0]
+            async with db.tx(single=True) as conn:
+                judged, won = (await conn.execute(_pg_ratify_lone(), ratify_params(row, cap, now))).one()
+            return {row.table_id: bool(won) if judged else None}
+        arrays: dict[str, Any] = {"a_" + n: [getattr(r, n) for r, _ in ordered] for n in RATIFIED}
+        arrays["a_max_unbackfilled"] = [cap for _, cap in ordered]
+        arrays["p_now"] = now
+        async with db.tx(single=True) as conn:
+            rows = (await conn.execute(_pg_ratify_many(), arrays)).all()
+        return {t: (bool(won) if judged else None) for t, judged, won in rows}
+
+    async def mark_one(self, db: Db, params: dict[str, Any]) -> None:
+        # PostgreSQL runs a data-modifying WITH exactly once even when nothing reads it: one atomic statement.
+        async with db.tx(single=True) as conn:
+            await conn.execute(_pg_mark(), params)
+
+    async def mark_many(self, db: Db, ordered: list[tuple[str, int]], now: int) -> set[str]:
+        if len(ordered) == 1:
+            (t, up_to), = ordered
+            stmt, params = _pg_mark_lone(), mark_params(t, up_to, now)
+        else:
+            stmt, params = _pg_mark_many(), {"a_table_id": [t for t, _ in ordered],
+                                             "a_up_to": [u for _, u in ordered], "p_now": now}
+        async with db.tx(single=True) as conn:
+            return {r[0] for r in (await conn.execute(stmt, params)).all()}
+
+
+# -- the statements, built once with bound parameters (building one per call cost more CPU than running it) -
+
+@functools.cache
+def _one_row(releases: bool) -> Any:
+    return ratification(BOUND, releases=releases)
+
+
+@functools.cache
+def _guarded() -> Any:
+    return ratification(BOUND, guarded=True)
+
+
+@functools.cache
+def _marks() -> tuple[Any, Any]:
+    return mark_rows(BOUND_MARK), advance_table(BOUND_MARK)
+
+
+def _take(ids: Any) -> Any:
+    """The table rows ``ids`` names, locked ``FOR UPDATE SKIP LOCKED`` (a CTE of the ids taken)."""
+    t = owned_tables.c
+    return select(t.table_id).where(ids).with_for_update(skip_locked=True).cte("taken")
+
+
+def _insert_winners(pick: Any) -> Any:
+    return commits.insert().from_select(list(RATIFIED), pick)
+
+
+def _bound_pick(won: Any) -> Any:
+    return select(*[b.label(n) for n, b in BOUND_COLUMNS.items()]).select_from(won)
+
+
+@functools.cache
+def _pg_ratify(releases: bool) -> Any:
+    """One proposal, one statement: the conditional UPDATE feeding the INSERT; returns a row when it won."""
+    won = _one_row(releases).returning(owned_tables.c.table_id).cte("won")
+    return _insert_winners(_bound_pick(won)).returning(commits.c.version)
+
+
+@functools.cache
+def _pg_ratify_lone() -> Any:
+    """A group of one: ``_pg_ratify`` with the key guard, on the table row taken ``FOR UPDATE SKIP LOCKED``
+    (cheaper to plan than the arrays). Returns one row: whether it was judged (its row taken) and won."""
+    taken = _take(owned_tables.c.table_id == BOUND.table_id)
+    won = ratification(BOUND, guarded=True, taken=taken).returning(owned_tables.c.table_id).cte("won")
+    inserted = _insert_winners(_bound_pick(won)).returning(commits.c.version).cte("inserted")
+    return select(select(taken.c.table_id).exists().label("judged"), select(inserted.c.version).exists().label("won"))
+
+
+def _unnest(**columns: Any) -> Any:
+    """The arrays bound as ``a_<name>`` (one element per row) as a CTE ``p`` of rows."""
+    arrays = [cast(bindparam("a_" + n), ARRAY(ty)) for n, ty in columns.items()]
+    return select(func.unnest(*arrays).table_valued(*columns).render_derived(name="p")).cte("p")
+
+
+@functools.cache
+def _pg_ratify_many() -> Any:
+    """A group, one statement: the proposals as arrays, the table rows taken ``FOR UPDATE SKIP LOCKED``, the
+    ratification of each taken row (with the key guard) and the INSERT of the winners' commit rows. Returns
+    one row per proposal: its table id, whether it was judged (its row was taken) and whether it won."""
+    p = _unnest(**{n: commits.c[n].type for n in RATIFIED}, max_unbackfilled=BigInteger())
+    taken = _take(owned_tables.c.table_id.in_(select(p.c.table_id)))
+    won = ratification(Proposal.of(p.c), guarded=True, taken=taken).returning(owned_tables.c.table_id).cte("won")
+    pick = select(*[p.c[n] for n in RATIFIED]).select_from(p.join(won, won.c.table_id == p.c.table_id))
+    inserted = _insert_winners(pick).returning(commits.c.table_id).cte("inserted")
+    return select(p.c.table_id, p.c.table_id.in_(select(taken.c.table_id)).label("judged"),
+                  p.c.table_id.in_(select(inserted.c.table_id)).label("won"))
+
+
+def _pg_marks(m: Mark, taken: Any) -> Any:
+    """Both updates of a mark as one statement (on the rows ``taken``, if given); returns the taken ids."""
+    marked = mark_rows(m, taken).returning(commits.c.version).cte("marked")
+    advanced = advance_table(m, taken).returning(owned_tables.c.table_id).cte("advanced")
+    return select(taken.c.table_id).add_cte(marked).add_cte(advanced)
+
+
+@functools.cache
+def _pg_mark() -> Any:
+    rows, table = _marks()
+    return table.add_cte(rows.returning(commits.c.version).cte("marked"))
+
+
+@functools.cache
+def _pg_mark_lone() -> Any:
+    return _pg_marks(BOUND_MARK, _take(owned_tables.c.table_id == BOUND_MARK.table_id))
+
+
+@functools.cache
+def _pg_mark_many() -> Any:
+    p = _unnest(table_id=owned_tables.c.table_id.type, up_to=BigInteger())
+    return _pg_marks(Mark(p.c.table_id, p.c.up_to), _take(owned_tables.c.table_id.in_(select(p.c.table_id))))
