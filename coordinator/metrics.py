@@ -161,10 +161,8 @@ class Metrics:
     def wrap_storage(self, backend: StorageBackend) -> StorageBackend:
         return MeteredStorage(backend, self)
 
-    async def refresh_tables(self, store: Any) -> None:
-        """Set the per-table gauges from the ownership store (called before each scrape)."""
-        tables = await store.list_tables()
-        ages = await store.oldest_unbackfilled()
+    async def refresh_tables(self, tables: list[Any], ages: dict[str, int]) -> None:
+        """Set the per-table gauges from every table and the age of its oldest unpublished commit (before a scrape)."""
         now = time.time()
         backlog: list[tuple[str, float]] = []
         backlog_age: list[tuple[str, float]] = []

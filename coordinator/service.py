@@ -374,6 +374,23 @@ class CommitService:
     async def tables(self) -> list[TableRow]:
         return await self.store.list_tables()
 
+    async def backlog(self) -> tuple[list[TableRow], dict[str, int]]:
+        """Every table, and per table with unpublished commits the ratification time (ms) of its oldest one."""
+        return await self.store.list_tables(), await self.store.oldest_unbackfilled()
+
+    async def ping(self) -> dict[str, str | None]:
+        """Whether the database and the log storage answer: None when they do, else what went wrong."""
+        out: dict[str, str | None] = {"database": None, "storage": None}
+        try:
+            await self.store.ping()
+        except CommitOwnerError as e:
+            out["database"] = e.message
+        try:
+            await self.storage.ping()
+        except OSError as e:
+            out["storage"] = f"unreachable: {type(e).__name__}"
+        return out
+
     async def table_at(self, table_id: str, table_uri: str) -> TableRow:
         """The table ``table_id`` after checking that ``table_uri`` is its registered location.
         Raises TableNotFoundError, InvalidArgumentError."""

@@ -17,7 +17,7 @@ from client.contract.errors import CommitOwnerError
 
 from ..logs import redact
 from ..metrics import CONTENT_TYPE_LATEST
-from .keys import JANITOR, METRICS, OUTCOME, RECENT_ERRORS, REQUEST_ID, STORE, TABLE_ID, VERSION
+from .keys import JANITOR, METRICS, OUTCOME, RECENT_ERRORS, REQUEST_ID, SERVICE, TABLE_ID, VERSION
 
 access_log = logging.getLogger("commit_owner.access")
 log = logging.getLogger("commit_owner.api")
@@ -95,7 +95,7 @@ async def metrics_handler(request: web.Request) -> web.Response:
     if janitor is not None:
         metrics.sync_janitor(janitor.removed_files_total)
     try:
-        await metrics.refresh_tables(request.app[STORE])
+        await metrics.refresh_tables(*await request.app[SERVICE].backlog())
     except CommitOwnerError as e:
         log.warning("metrics: per-table figures not refreshed: %s", e.message)
     return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from client.contract.errors import CommitOwnerError
 
-from .keys import RECENT_ERRORS, STORE
+from .keys import RECENT_ERRORS, SERVICE
 
 MAX_ROWS = 500
 
@@ -78,13 +78,11 @@ def _error_rows(items: list[dict[str, Any]]) -> str:
 
 
 async def status_page(request: web.Request) -> web.Response:
-    store = request.app[STORE]
     problem = ""
     tables: list[Any] = []
     ages: dict[str, int] = {}
     try:
-        tables = await store.list_tables()
-        ages = await store.oldest_unbackfilled()
+        tables, ages = await request.app[SERVICE].backlog()
     except CommitOwnerError as e:
         problem = f'<p class="problem"><strong>Ownership store unavailable:</strong> {html.escape(e.message)}</p>'
     shown = sorted(tables, key=lambda t: (-t.unbackfilled, t.location))[:MAX_ROWS]
