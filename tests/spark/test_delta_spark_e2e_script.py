@@ -23,11 +23,12 @@ SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "spark-delta-e2e"
 JARS_ENV = DELTA_JARS_ENV
 
 
-def _run(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+def _run(*args: str, env: dict[str, str] | None = None, timeout: float = 60,
+         cwd: Path | None = None) -> subprocess.CompletedProcess:
     full = {k: v for k, v in os.environ.items() if k != JARS_ENV}
     full.update({"SPARK_LOCAL_IP": "127.0.0.1", **(env or {})})
     return subprocess.run([sys.executable, str(SCRIPT), *args], env=full, capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, cwd=cwd)
 
 
 def test_without_jars_or_maven_it_skips_loudly() -> None:
@@ -48,9 +49,10 @@ def test_a_jar_that_does_not_exist_is_refused_by_name(tmp_path: Path) -> None:
     assert proc.returncode != 0 and f"no *.jar in {empty}" in proc.stderr
 
 
-def test_real_delta_spark_from_local_jars() -> None:
+def test_real_delta_spark_from_local_jars(tmp_path: Path) -> None:
     jars = require_jar_folder(JARS_ENV, "delta-spark")
-    proc = _run("--batches", "2", env={JARS_ENV: str(jars)}, timeout=600)
+    # cwd: Spark leaves a spark-warehouse/ folder where it runs
+    proc = _run("--batches", "2", env={JARS_ENV: str(jars)}, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "OK spark-delta-e2e: 4 appends from 2 concurrent delta-spark jobs" in proc.stdout
     assert "delta-rs after backfill: version" in proc.stdout

@@ -116,7 +116,7 @@ class Scenario:
                 "delta_rest_api": self.rest, "jars": str(self.jars), "steps": steps}
         out, err = self.work / f"{name}.out", self.work / f"{name}.err"
         with open(out, "wb") as o, open(err, "wb") as e:
-            proc = subprocess.Popen([sys.executable, str(SCRIPT), json.dumps(plan)], stdout=o, stderr=e,
+            proc = subprocess.Popen([sys.executable, str(SCRIPT), json.dumps(plan)], stdout=o, stderr=e, cwd=self.work,
                                     env={**_env(), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
         return SparkProcess(proc, out, err)
 
@@ -297,6 +297,10 @@ def test_stock_delta_spark_through_uc_single_catalog(owner: Owner, jars: Path, t
         assert _history(final_history) == OPERATIONS
         assert {r["key"]: r["value"] for r in props["rows"]}.get("commit_owner.test") == "uc-spark"
         _judge_owner(s, table_id, location, LATEST)
+        # Not judged: what the catalog's own record says after ALTER (Spark reads the schema from the Delta log).
+        after = owner.uc("GET", f"/tables/{t}")
+        print(f"[{t}] the owner's columns after ADD COLUMNS: {[c['name'] for c in after['columns']]}, "
+              f"commit_owner.test in its properties: {'commit_owner.test' in after['properties']}")
         assert _delta_rs_rows(location, tmp_path) == ROWS_AT_END
 
         # DROP TABLE: the name is gone; the owner keeps the ratified history and never deletes data.
