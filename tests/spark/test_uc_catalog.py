@@ -3,10 +3,8 @@
 No project code runs in the JVM: the owner is judged as a Unity Catalog server by the real client. The same
 scenario runs in both modes of ``spark.sql.catalog.<c>.deltaRestApi.enabled``:
 
-* ``false`` (the older API: ``/staging-tables``, ``/tables``, ``/delta/preview/commits``): works today;
-* ``true`` (the Delta REST Catalog API, ``/delta/v1/...``): the owner does not serve it yet (issue 24), so that
-  case is a strict xfail: it fails now (CREATE TABLE gets a 404 for the staging table) and turns into a failure
-  (XPASS) once the API lands, which says to remove the mark.
+* ``true`` (the default of delta-spark and the connector: the Delta REST Catalog API, ``/delta/v1/...``);
+* ``false`` (the older API: ``/staging-tables``, ``/tables``, ``/delta/preview/commits``).
 
 The scenario: CREATE SCHEMA; CREATE TABLE (managed, partitioned); two INSERTs from one session; two INSERTs
 from two processes released at the same instant (both must succeed); from a fresh process SELECT and DESCRIBE
@@ -45,7 +43,6 @@ from tests.unity.sail import UC, Owner, local_path, sha256, start_owner
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 SCRIPT = Path(__file__).with_name("uc_sql.py")
-REST_NOT_SERVED = "/delta/v1 not served yet (issue 24)"
 # What the scenario leaves, version by version.
 OPERATIONS = {0: "CREATE TABLE", 1: "WRITE", 2: "WRITE", 3: "WRITE", 4: "WRITE", 5: "SET TBLPROPERTIES",
               6: "ADD COLUMNS", 7: "WRITE"}
@@ -240,7 +237,7 @@ def _published_copy(table: Path, copy: Path) -> Path:
 
 @pytest.mark.parametrize("rest", [
     pytest.param(False, id="deltaRestApi=false"),
-    pytest.param(True, id="deltaRestApi=true", marks=pytest.mark.xfail(strict=True, reason=REST_NOT_SERVED)),
+    pytest.param(True, id="deltaRestApi=true"),
 ])
 def test_stock_delta_spark_through_uc_single_catalog(owner: Owner, jars: Path, tmp_path: Path, rest: bool) -> None:
     s = Scenario(owner, jars, tmp_path, rest)
