@@ -126,7 +126,9 @@ class Stager:
         return self
 
     async def __aexit__(self, *_exc: Any) -> None:
-        return None
+        creator = getattr(self.fs, "_s3creator", None)
+        if creator is not None:  # s3fs leaves an asynchronous instance's session open
+            await creator.__aexit__(None, None, None)
 
     async def put(self, uri: str, data: bytes) -> None:
         if self.s3:
