@@ -12,9 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from client.backoff import CONFLICT_BACKOFF_BASE, CONFLICT_BACKOFF_MAX, conflict_delay, full_jitter
+from coordinator.bench import catalogs
 from coordinator.bench.cpu import CpuWindow, tree_cpu_seconds
 from coordinator.bench.load import rebased
-from coordinator.bench.report import fairness_lines
+from coordinator.bench.report import fairness_lines, markdown
 from coordinator.bench.stats import Sample, fairness, parse_counters, per_commit, percentile
 from coordinator.cli.main import main
 
@@ -86,6 +87,34 @@ def test_conflict_backoff_is_full_jitter_bounded_by_a_doubling_window() -> None:
         assert all(0.0 <= d <= bound for d in draws)
         assert max(draws) > 0.8 * bound and min(draws) < 0.2 * bound  # spread over the whole window
     assert full_jitter(10_000, 0.05, 2.0, rng) <= 2.0
+def test_scenario_8_sends_what_catalog_managed_writers_send() -> None:
+    """The preview and /delta/v1 bodies of a staged commit, and what a writer learns from an updateTable reply."""
+    tid, loc = "6f1c1e2a-0000-4000-8000-000000000001", "file:///w/managed/t"
+    p = catalogs.preview_body(tid, loc, 7, "x.json", 600, 1234, 3)
+    assert p == {"table_id": tid, "table_uri": loc, "latest_backfilled_version": 3,
+                 "commit_info": {"version": 7, "timestamp": 1234, "file_name": "x.json", "file_size": 600,
+                                 "file_modification_timestamp": 1234}}
+    assert "latest_backfilled_version" not in catalogs.preview_body(tid, loc, 7, "x.json", 600, 1234, None)
+    u = catalogs.update_body(tid, 7, "x.json", 600, 1234, 3)
+    assert u["requirements"] == [{"type": "assert-table-uuid", "uuid": tid}]
+    assert u["updates"] == [
+        {"action": "add-commit", "commit": {"version": 7, "timestamp": 1234, "file-name": "x.json", "file-size": 600,
+                                            "file-modification-timestamp": 1234}},
+        {"action": "set-latest-backfilled-version", "latest-published-version": 3}]
+    assert catalogs.published_from_load({"commits": [{"version": 9}, {"version": 8}], "latest-table-version": 9}) == 7
+    assert catalogs.published_from_load({"commits": [], "latest-table-version": 9}) == 9
+    v0 = [json.loads(line) for line in catalogs.version0(tid, 1234).splitlines()]
+    assert v0[1]["protocol"]["readerFeatures"] == ["catalogManaged"]
+    assert v0[2]["metaData"]["configuration"]["io.unitycatalog.tableId"] == tid
+    rows = [{"scenario": catalogs.scenario(api), "system": "owner", **Sample(latencies=[0.01]).summary()}
+            for api in catalogs.APIS]
+    report = {"options": {"database": "postgres", "storage": "local", "duration": 1.0}, "machine": {},
+              "started": "-", "seconds": 1, "results": rows, "targets": [], "consistency": {"tables": 3,
+              "violations": []}, "growth": {"tables_added": 0, "rows_added": 0, "seconds": 0, "tables_total": 0,
+                                          "commit_rows_total": 0}}
+    assert "the staged file's write (local disk: no fsync) plus the request" in markdown(report)
+
+
 def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     """A child that burns CPU raises its parent's tree figure; a finished one stays counted (reaped)."""
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\nimport sys; sys.stdin.read()"
@@ -140,6 +169,17 @@ def _run(tmp_path, *args: str) -> dict:
     return report
 
 
+def _assert_scenario_8(report: dict) -> None:
+    """One writer on one table per API, each measured, and its tables in the consistency check."""
+    for api in catalogs.APIS:
+        row = _row(report, catalogs.scenario(api))
+        assert row["api"] == api and row["ops"] > 0 and row["p99_ms"] >= row["p50_ms"] > 0, row
+        assert row["conflicts"] == row["failures"] == 0, row
+        assert row["latency_covers"] == ("request" if api == "api/v1" else "stage + request")
+        # Writer-staged: the owner writes only the publication; it reads the staged file instead.
+        assert row["work"]["storage_put_if_absent"] <= (2.0 if api == "api/v1" else 1.0), row["work"]
+
+
 def _row(report: dict, prefix: str, system: str = "owner") -> dict:
     return next(r for r in report["results"] if r["scenario"].startswith(prefix) and r["system"] == system)
 
@@ -173,6 +213,7 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
         assert cpu["service_cpu_ms_per_commit"] > 0 and cpu["load_generator_cores_per_1k_rps"] > 0, cpu
         assert cpu["service_cpu_ms_per_commit"] == pytest.approx(cpu["service_cpu_s"] / row["ops"] * 1000, rel=0.01)
     assert report["growth"]["commit_rows_total"] >= 200 * 20
+    _assert_scenario_8(report)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -189,3 +230,4 @@ def test_smoke_on_postgres_counts_the_work_per_commit(tmp_path, pg_admin_url: st
     assert 1.0 <= work["db_statements"] <= 4.0, work
     assert work["db_round_trips"] == pytest.approx(work["db_statements"] + 2 * work["db_transactions"], abs=0.01)
     assert report["growth"]["tables_total"] >= 200
+    _assert_scenario_8(report)

@@ -206,6 +206,7 @@ class BenchEnv:
             "COMMIT_OWNER_HOST": "127.0.0.1",
             "COMMIT_OWNER_PORT": str(port),
             "COMMIT_OWNER_ALLOW_LOCATION": ",".join(roots),
+            "COMMIT_OWNER_MANAGED_LOCATION": self.location("managed"),  # catalog-managed tables (scenario 8)
             "COMMIT_OWNER_WORKERS": str(self.service_workers),
         }
         if self.settings == "tuned":

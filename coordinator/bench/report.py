@@ -28,6 +28,10 @@ def markdown(report: dict[str, Any]) -> str:
         lines.append(f"| {r['scenario']} | {r['system']} | {_cell(r['per_second'])} | {_cell(r['p50_ms'])} | "
                      f"{_cell(r['p95_ms'])} | {_cell(r['p99_ms'])} | {r['conflicts']} | {r['retries']} | "
                      f"{r['failures']} |")
+    if any(r["scenario"].startswith("8.") for r in report["results"]):
+        from .catalogs import NOTE
+
+        lines += ["", NOTE]
     lines += fairness_lines(report["results"])
     lines += ["", "Work per ratified commit (owner scenarios, from the service's /metrics counters):", "",
               "| scenario | storage requests | of which put_if_absent | DB statements | explicit DB transactions | "

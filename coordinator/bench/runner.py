@@ -178,6 +178,17 @@ class Bench:
         self._record(f"5. paced {self.opts.lag_rate:.0f}/s: commit", "owner", res.commits)
         self._record(f"5. paced {self.opts.lag_rate:.0f}/s: backfill lag", "owner", res.lag)
 
+    async def _catalog_commits(self) -> None:
+        """Scenario 8: one writer's sequential commits through /api/v1, the preview API and /delta/v1."""
+        from . import catalogs
+
+        assert self.env is not None
+        (table,) = self._new_tables(1)
+        sides, latest = await catalogs.run(self.env, self.opts.duration, table, self.checks[table])
+        self.checks.update(latest)
+        for name, sample, extra in catalogs.rows(sides):
+            self._record(name, "owner", sample, settings=self.env.settings, **extra)
+
     async def _check(self) -> list[str]:
         assert self.env is not None
         bad = []
@@ -230,6 +241,7 @@ class Bench:
                 self.env.restart_service("tuned")
                 asyncio.run(self._warm_up())
             asyncio.run(self._lag())
+            asyncio.run(self._catalog_commits())
             if o.open_versions:
                 self.say(f"  scenario 7: a {o.open_versions}-version table, opened without and with checkpoints ...")
                 for name, reader, sample in checkpoints.run(self.env, o.open_versions, o.open_repeats):
