@@ -192,10 +192,10 @@ class Catalog:
     async def name_of(self, table_id: str) -> NameRow | None:
         return await self.names.name_of(table_id)
 
-    async def managed(self, table: TableRow) -> NameRow:
-        """The name of ``table`` when it is a MANAGED table of this catalog, the only kind that takes
-        writer-staged commits by name. Raises InvalidArgumentError."""
-        name = await self.names.name_of(table.table_id)
+    async def managed(self, table: TableRow, name: NameRow | None = None) -> NameRow:
+        """The name of ``table`` (read unless given) when it is a MANAGED table of this catalog, the only kind
+        that takes writer-staged commits by name. Raises InvalidArgumentError."""
+        name = name if name is not None else await self.names.name_of(table.table_id)
         if name is None or name.table_type != MANAGED or table.commit_dir != STAGED_COMMITS_DIR:
             raise InvalidArgumentError(f"table {table.table_id} is not a MANAGED table of this catalog: only "
                                        "those take commits here (others commit through /api/v1)")

@@ -504,12 +504,16 @@ class CommitService:
                                      f"bytes, not the {file_size} bytes sent")
         await self.commit(table.table_id, version, data, uid, staged=dataclasses.replace(stat, size=len(data)))
 
-    async def report_published(self, table_id: str, version: int, *, quiet: bool = False) -> None:
+    async def report_published(self, table_id: str, version: int, *, quiet: bool = False,
+                               known: TableRow | None = None) -> None:
         """The writer published every version <= ``version``: check (identical bytes) and record it.
 
         Raises InvalidArgumentError beyond the latest ratified version; with ``quiet`` a failed check is
-        logged rather than raised (the writer's new commit rides on the same request)."""
-        table = await self.store.get_table(table_id)
+        logged rather than raised (the writer's new commit rides on the same request). ``known``: the table
+        as the caller read it moments ago; versions only grow, so it answers without a read when it can."""
+        table = known
+        if table is None or version > table.latest_version:
+            table = await self.store.get_table(table_id)
         if version > table.latest_version:
             raise InvalidArgumentError(f"the published version {version} is beyond the latest committed "
                                        f"version {table.latest_version}")

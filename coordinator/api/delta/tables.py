@@ -59,10 +59,11 @@ async def _named(request: web.Request, action: str) -> tuple[TableRow, NameRow]:
     return row, name
 
 
-async def _load(request: web.Request, table_id: str) -> dict[str, Any]:
-    """The load-table reply, its commits and latest version from one read."""
+async def _load(request: web.Request, table_id: str, name: NameRow | None = None) -> dict[str, Any]:
+    """The load-table reply, its commits and latest version from one read (and the name row, unless given)."""
     table, commits = await request.app[SERVICE].unpublished_commits(table_id)
-    name = await request.app[CATALOG].name_of(table_id)
+    if name is None:
+        name = await request.app[CATALOG].name_of(table_id)
     if name is None:
         raise TableNotFoundError(f"table {table_id} has no name in this catalog")
     return shapes.load_reply(table, name, commits)
@@ -135,10 +136,10 @@ async def create_table(request: web.Request) -> web.Response:
 
 async def load_table(request: web.Request) -> web.StreamResponse:
     only_params(request, set())
-    table, _ = await _named(request, "read")
+    table, name = await _named(request, "read")
     if request.method == "HEAD":  # tableExists
         return web.Response(status=204)
-    return json_response(await _load(request, table.table_id))
+    return json_response(await _load(request, table.table_id, name))
 
 
 async def delete_table(request: web.Request) -> web.Response:
@@ -267,7 +268,7 @@ async def update_table(request: web.Request) -> web.Response:
     if update.uuid != table.table_id:
         raise TableChangedError(f"assert-table-uuid failed: the table is {table.table_id}, not {update.uuid}")
     if update.etag is not None:
-        current = await _load(request, table.table_id)
+        current = await _load(request, table.table_id, name)
         if current["metadata"]["etag"] != update.etag:
             raise TableChangedError("assert-etag failed: the table changed since it was loaded; load it again")
     actions = update.actions
@@ -283,7 +284,7 @@ async def update_table(request: web.Request) -> web.Response:
         int_field(commit, "file-modification-timestamp", required=True)
         size = int_field(commit, "file-size", required=True, minimum=0)
         file_name = str_field(commit, "file-name")
-        await request.app[CATALOG].managed(table)
+        await request.app[CATALOG].managed(table, name)
     published = None
     if "set-latest-backfilled-version" in actions:
         published = int_field(actions["set-latest-backfilled-version"], "latest-published-version",
@@ -293,10 +294,10 @@ async def update_table(request: web.Request) -> web.Response:
     service = request.app[SERVICE]
     if published is not None:
         # What the writer published first (that frees the backlog), then its commit.
-        await service.report_published(table.table_id, published, quiet=commit is not None)
+        await service.report_published(table.table_id, published, quiet=commit is not None, known=table)
     if commit is not None:
         await service.commit_staged(table, version, file_name, size)  # type: ignore[arg-type]
     if metadata is not None:
         await request.app[CATALOG].update_metadata(table.table_id, **metadata)
-    return json_response(await _load(request, table.table_id))
+    return json_response(await _load(request, table.table_id, None if metadata is not None else name))
 

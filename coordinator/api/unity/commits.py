@@ -42,7 +42,7 @@ async def commit(request: web.Request) -> web.Response:
     service, catalog = request.app[SERVICE], request.app[CATALOG]
     if published is not None:
         # First what the writer published (that frees the backlog), then its new commit.
-        await service.report_published(table.table_id, published, quiet=info is not None)
+        await service.report_published(table.table_id, published, quiet=info is not None, known=table)
     if info is not None:
         metadata = commit_metadata(body.get("metadata"))  # checked before anything is ratified
         await catalog.managed(table)
