@@ -4,13 +4,13 @@ writer that speaks ``/delta/v1`` the way delta-spark 4.4 does (stage, then ``upd
 from __future__ import annotations
 
 import json
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from tests.security.conftest import call
-from tests.support import Service, actions, delta_file, ndjson, next_ict
+from tests.support import Service, delta_file, ndjson, next_ict
 from tests.unity.conftest import (  # noqa: F401  (fixtures)
+    Writer,
     _dispose_uc_engines,
     catalog_managed_version0,
     ok,
@@ -40,26 +40,13 @@ def assert_delta_error(status: int, payload: Any, want_status: int, want_type: s
 
 
 @dataclass
-class V1Writer:
-    """Names through the 2.1 API, then staging, version 0, createTable and commits through /delta/v1."""
-
-    svc: Service
-    token: str | None = None
-    catalog: str = field(default_factory=lambda: f"c_{uuid.uuid4().hex[:8]}")
-    schema: str = "s"
-    table: str = "t"
-    table_id: str = ""
-    location: str = ""
-    staged: dict[int, bytes] = field(default_factory=dict)
+class V1Writer(Writer):
+    """Names through the 2.1 API (as delta-spark's connector makes them), then staging, version 0, createTable
+    and commits through /delta/v1. Staging a file and publishing it are the 2.1 writer's."""
 
     @property
     def path(self) -> str:
         return f"/catalogs/{self.catalog}/schemas/{self.schema}/tables/{self.table}"
-
-    def names(self) -> V1Writer:
-        ok(self.svc, "POST", "/catalogs", {"name": self.catalog}, self.token)
-        ok(self.svc, "POST", "/schemas", {"name": self.schema, "catalog_name": self.catalog}, self.token)
-        return self
 
     def create(self) -> dict[str, Any]:
         status, staging = v1(self.svc, "POST", f"/catalogs/{self.catalog}/schemas/{self.schema}/staging-tables",
@@ -75,13 +62,6 @@ class V1Writer:
         }, self.token)
         assert status == 200, reply
         return reply  # type: ignore[no-any-return]
-
-    def stage(self, version: int, data: bytes | None = None) -> str:
-        data = ndjson(actions(1)) if data is None else data
-        name = f"{version:020d}.{uuid.uuid4()}.json"
-        self.svc.backend.write(f"{self.location}/_delta_log/_staged_commits/{name}", data)
-        self.staged[version] = data
-        return name
 
     def update_body(self, version: int, file_name: str, *, published: int | None = None, size: int | None = None,
                     table_uuid: str | None = None, extra: list[dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -106,7 +86,3 @@ class V1Writer:
         status, payload = v1(self.svc, "GET", self.path, token=self.token)
         assert status == 200, payload
         return payload  # type: ignore[no-any-return]
-
-    def publish(self, version: int) -> None:
-        """What delta-spark does after a 200: copy the staged bytes to <v>.json itself."""
-        self.svc.backend.write(delta_file(self.location, version), self.staged[version])
