@@ -7,6 +7,8 @@ import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
+
 from client.contract.layout import delta_file
 from tests.delta.conftest import V1Writer, assert_delta_error, v1
 from tests.support import Service, actions, ndjson
@@ -290,3 +292,36 @@ def test_a_table_not_written_by_the_staging_flow_is_refused_commits(uc_service: 
                                                             "file-modification-timestamp": 1}}]}
     status, payload = v1(uc_service, "POST", f"/catalogs/{w.catalog}/schemas/s/tables/e", body)
     assert status == 400, payload
+
+
+def test_the_janitor_removes_a_racing_losers_staged_file_once_old_and_keeps_the_winners(
+        request: pytest.FixtureRequest) -> None:
+    """delta-spark never deletes the staged file of an add-commit that lost: the owner's janitor does, past its
+    safe age; the ratified file stays."""
+    import os
+    import time
+
+    from coordinator.ops.commands import run_janitor
+    from coordinator.settings import Settings
+    from tests.conftest import make_backend
+
+    backend = make_backend(request, "sqlite", "local", "delta-janitor")
+    svc = Service(backend, extra_env={"COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0"}).start()
+    try:
+        w = new_writer(svc)
+        winner, loser = w.stage(1), w.stage(1)
+        assert w.update(w.update_body(1, winner))[0] == 200
+        assert w.update(w.update_body(1, loser))[0] == 409
+        staged = f"{w.location}/_delta_log/_staged_commits"
+        settings = Settings.load({"database_url": backend.database_url, "request_timeout_seconds": 2.0,
+                                  "janitor_min_age_seconds": 60.0}, environ={})
+        assert run_janitor(settings, dry_run=False)["removed"] == 0  # too young
+        for name in (winner, loser):
+            t = time.time() - 120
+            os.utime(backend._p(f"{staged}/{name}"), (t, t))
+        rep = run_janitor(settings, dry_run=False)
+        assert rep["removed"] == 1 and rep["removedFiles"] == [f"{staged}/{loser}"]
+        assert backend.exists(f"{staged}/{winner}") and not backend.exists(f"{staged}/{loser}")
+        assert w.load()["latest-table-version"] == 1
+    finally:
+        svc.stop()
