@@ -46,15 +46,16 @@ CREATE_FIELDS = {"name", "location", "table-type", "comment", "columns", "partit
                  "properties", "domain-metadata", "last-commit-timestamp-ms", "uniform"}
 
 
-def _names(request: web.Request) -> tuple[str, str, str]:
+def _schema(request: web.Request) -> tuple[str, str]:
+    """The path's catalog and schema (bare names)."""
     m = request.match_info
-    return (check_name(m["catalog"], "catalog"), check_name(m["schema"], "schema"),
-            check_name(m.get("table", "-"), "table"))
+    return check_name(m["catalog"], "catalog"), check_name(m["schema"], "schema")
 
 
-async def _named(request: web.Request, action: str) -> tuple[TableRow, NameRow]:
-    catalog, schema, table = _names(request)
-    row, name = await request.app[CATALOG].named(catalog, schema, table)
+async def named_table(request: web.Request, action: str) -> tuple[TableRow, NameRow]:
+    """The table the path names, once the request's token may ``action`` on its location."""
+    catalog, schema = _schema(request)
+    row, name = await request.app[CATALOG].named(catalog, schema, check_name(request.match_info["table"], "table"))
     require(request, action, row.location)
     return row, name
 
@@ -93,7 +94,7 @@ async def get_config(request: web.Request) -> web.Response:
 async def create_staging_table(request: web.Request) -> web.Response:
     only_params(request, set())
     body = await json_body(request, {"name"})
-    catalog_name, schema, _ = _names(request)
+    catalog_name, schema = _schema(request)
     catalog = request.app[CATALOG]
     require(request, "admin", catalog.managed_root() + "/x")
     row = await catalog.reserve(catalog_name, schema, check_name(body.get("name"), "name"))
@@ -108,7 +109,7 @@ async def create_staging_table(request: web.Request) -> web.Response:
 async def create_table(request: web.Request) -> web.Response:
     only_params(request, set())
     body = await json_body(request, CREATE_FIELDS)
-    catalog_name, schema, _ = _names(request)
+    catalog_name, schema = _schema(request)
     if body.get("uniform") is not None:
         raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
     location = str_field(body, "location")
@@ -136,7 +137,7 @@ async def create_table(request: web.Request) -> web.Response:
 
 async def load_table(request: web.Request) -> web.StreamResponse:
     only_params(request, set())
-    table, name = await _named(request, "read")
+    table, name = await named_table(request, "read")
     if request.method == "HEAD":  # tableExists
         return web.Response(status=204)
     return json_response(await _load(request, table.table_id, name))
@@ -144,7 +145,7 @@ async def load_table(request: web.Request) -> web.StreamResponse:
 
 async def delete_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    table, _ = await _named(request, "admin")
+    table, _ = await named_table(request, "admin")
     await request.app[CATALOG].drop(table)
     return web.Response(status=204)
 
@@ -153,7 +154,7 @@ async def rename_table(request: web.Request) -> web.Response:
     only_params(request, set())
     body = await json_body(request, {"new-name"})
     new = check_name(body.get("new-name"), "new-name")
-    table, _ = await _named(request, "admin")
+    table, _ = await named_table(request, "admin")
     await request.app[CATALOG].rename(table, new)
     return web.Response(status=204)
 
@@ -163,7 +164,7 @@ async def report_metrics(request: web.Request) -> web.Response:
     only_params(request, set())
     body = await json_body(request, {"table-id", "report"})
     table_id = parse_uuid(body.get("table-id"), "table-id")
-    table, _ = await _named(request, "commit")
+    table, _ = await named_table(request, "commit")
     if table_id != table.table_id:
         raise InvalidArgumentError(f"table-id {table_id} is not the id of the table the path names")
     report = body.get("report")
@@ -264,7 +265,7 @@ async def update_table(request: web.Request) -> web.Response:
     the metadata. A version already taken answers 409 whatever else the request carries."""
     only_params(request, set())
     update = _parse_update(await json_body(request, {"requirements", "updates"}))
-    table, name = await _named(request, "commit")
+    table, name = await named_table(request, "commit")
     if update.uuid != table.table_id:
         raise TableChangedError(f"assert-table-uuid failed: the table is {table.table_id}, not {update.uuid}")
     if update.etag is not None:
