@@ -44,9 +44,20 @@ def fuzz_service(request: pytest.FixtureRequest) -> Iterator[Service]:
     (b.tmp / "wh").mkdir()
     # No background backfill: the only state changes are the ones a request makes.
     svc = Service(b, extra_env={"COMMIT_OWNER_AUTH": "tokens", "COMMIT_OWNER_BACKFILL": "false",
-                                "COMMIT_OWNER_ALLOW_LOCATION": f"file://{b.tmp}/wh"}).start()
+                                "COMMIT_OWNER_ALLOW_LOCATION": f"file://{b.tmp}/wh",
+                                "COMMIT_OWNER_MANAGED_LOCATION": f"file://{b.tmp}/wh/managed"}).start()
     yield svc
     svc.stop()
+
+
+def _post(svc: Service, token: str, path: str, body: dict[str, Any]) -> Any:
+    import json
+    import urllib.request
+
+    req = urllib.request.Request(svc.endpoint + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read() or b"null")
 
 
 @pytest.mark.slow
@@ -60,6 +71,18 @@ def test_fuzzing_the_api_finds_no_server_error_and_refusals_change_nothing(fuzz_
     b.write(delta_file(loc, 0), ndjson(version0()))
     client.commit(table_id, 1, actions())
     client.backfill_to_version(table_id, 1)
+
+    # A catalog-managed table by name, for the Delta REST Catalog API's operations to aim at.
+    uc = "/api/2.1/unity-catalog"
+    _post(svc, admin, f"{uc}/catalogs", {"name": "fz"})
+    _post(svc, admin, f"{uc}/schemas", {"name": "s", "catalog_name": "fz"})
+    staging = _post(svc, admin, f"{uc}/delta/v1/catalogs/fz/schemas/s/staging-tables", {"name": "t"})
+    b.write(delta_file(staging["location"], 0), ndjson(version0()))
+    _post(svc, admin, f"{uc}/delta/v1/catalogs/fz/schemas/s/tables", {
+        "name": "t", "location": staging["location"], "table-type": "MANAGED", "last-commit-timestamp-ms": 1,
+        "columns": {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]},
+        "protocol": {"min-reader-version": 3, "min-writer-version": 7}, "properties": {}})
+    named = {"catalog": "fz", "schema": "s", "table": "t"}
 
     schema = schemathesis.openapi.from_url(svc.endpoint + "/api/v1/openapi.json")
     state = State(b, f"file://{b.tmp}/wh")
@@ -75,6 +98,9 @@ def test_fuzzing_the_api_finds_no_server_error_and_refusals_change_nothing(fuzz_
             return
         if "table_id" in (case.path_parameters or {}) and zlib.crc32(repr(case.query).encode()) % 2 == 0:
             case.path_parameters["table_id"] = table_id  # half the cases aim at a real table
+        params = case.path_parameters or {}
+        if "catalog" in params and zlib.crc32(repr(case.body).encode()) % 2 == 0:
+            params.update({k: v for k, v in named.items() if k in params})  # (by name, for /delta/v1)
         before = state.take()
         response = case.call(base_url=svc.endpoint, headers={"Authorization": f"Bearer {token}"}, timeout=30)
         case.validate_response(response, checks=CHECKS)
