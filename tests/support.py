@@ -93,6 +93,7 @@ class ReplyDroppingProxy:
         self.match = match
         self.before_drop = before_drop
         self.dropped_requests: list[bytes] = []
+        self.refused = 0  # client connections closed at once because the target refused the connection
         self._lock = threading.Lock()
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -122,6 +123,8 @@ class ReplyDroppingProxy:
         try:
             upstream = socket.create_connection(("127.0.0.1", self.target_port))
         except OSError:
+            with self._lock:
+                self.refused += 1
             client.close()
             return
         request = bytearray()  # what the client sent since the last reply began
