@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from client.contract.layout import delta_file
@@ -74,14 +75,25 @@ def data_commit(backend: Backend, location: str, ids: list[int]) -> list[dict[st
 class ReplyDroppingProxy:
     """A TCP proxy on 127.0.0.1 that forwards requests to the service but, for the first
     ``drop`` responses, closes the client's connection instead of delivering the reply:
-    the server has done the work, the client never hears about it."""
+    the server has done the work, the client never hears about it.
 
-    def __init__(self, target_port: int, drop: int = 1) -> None:
+    With ``match``, only replies to requests ``match(request bytes)`` accepts count (the bytes the client
+    sent on its connection since the previous reply: one HTTP/1.1 request, the client does not pipeline).
+    ``before_drop(request)`` runs once the server's reply has begun to arrive, before the client's
+    connection is closed (e.g. to kill the server then). ``dropped_requests`` holds what was matched. A
+    target that refuses connections (it is down) makes the proxy close the client's connection at once."""
+
+    def __init__(self, target_port: int, drop: int = 1, *, match: Callable[[bytes], bool] | None = None,
+                 before_drop: Callable[[bytes], None] | None = None) -> None:
         import threading
 
         self.target_port = target_port
         self.drop = drop
         self.dropped = 0
+        self.match = match
+        self.before_drop = before_drop
+        self.dropped_requests: list[bytes] = []
+        self.refused = 0  # client connections closed at once because the target refused the connection
         self._lock = threading.Lock()
         self._sock = socket.socket()
         self._sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -108,11 +120,25 @@ class ReplyDroppingProxy:
     def _serve(self, client: socket.socket) -> None:
         import threading
 
-        upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        try:
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+        except OSError:
+            with self._lock:
+                self.refused += 1
+            client.close()
+            return
+        request = bytearray()  # what the client sent since the last reply began
+        armed: list[bytes] = []  # the request whose reply is to be dropped (matching mode)
 
         def pump_up() -> None:
             try:
                 while data := client.recv(65536):
+                    with self._lock:
+                        request.extend(data)
+                        if (self.match is not None and not armed and self.dropped < self.drop
+                                and self.match(bytes(request))):
+                            self.dropped += 1
+                            armed.append(bytes(request))
                     upstream.sendall(data)
             except OSError:
                 pass
@@ -126,10 +152,19 @@ class ReplyDroppingProxy:
         try:
             while data := upstream.recv(65536):
                 with self._lock:
-                    drop = self.dropped < self.drop
-                    if drop:
-                        self.dropped += 1
+                    if self.match is None:
+                        drop = self.dropped < self.drop
+                        if drop:
+                            self.dropped += 1
+                    else:
+                        drop = bool(armed)
+                        if not data.startswith(b"HTTP/1.1 100 "):  # an interim reply: the request goes on
+                            request.clear()
                 if drop:
+                    if armed:
+                        self.dropped_requests.append(armed[0])
+                    if self.before_drop is not None:
+                        self.before_drop(armed[0] if armed else b"")
                     client.shutdown(socket.SHUT_RDWR)
                     break
                 client.sendall(data)

@@ -93,3 +93,22 @@ def spark_owner(request: pytest.FixtureRequest) -> Iterator[Any]:
                                             "COMMIT_OWNER_MAX_UNBACKFILLED_COMMITS": "1000"}).start()
     yield svc
     svc.stop()
+
+
+@pytest.fixture(scope="module")
+def uc_jars() -> Path:
+    """The folder of delta-spark 4.4 + Unity Catalog's client and Spark connector (tests/spark/local_jars.py),
+    or a loud skip."""
+    from tests.spark.local_jars import UC_JARS_ENV, require_jar_folder
+
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        pytest.skip("SPARK TESTS SKIPPED: pyspark is not installed (pip install 'delta-commit-owner[spark]')")
+    if shutil.which("java") is None:
+        pytest.skip("SPARK TESTS SKIPPED: `java` is not on PATH (install a JDK 17)")
+    folder = require_jar_folder(UC_JARS_ENV, "delta-spark 4.4 + Unity Catalog Spark connector")
+    from client.spark.unity_catalog import unity_catalog_jars
+
+    unity_catalog_jars(folder)  # a folder without the connector fails here, naming what is missing
+    return folder
