@@ -7,6 +7,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 from typing import Any
 
 import click
@@ -44,6 +46,12 @@ class OwnerGroup(click.Group):
             return super().invoke(ctx)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit, KeyboardInterrupt):
             raise
+        except BrokenPipeError:
+            # Whoever read our output went away (`commit-owner tables list | head`): nothing left to tell it.
+            # Point stdout at /dev/null so that the interpreter's own flush at exit does not fail again.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(0)
         except Exception as e:  # noqa: BLE001 - mapped below or re-raised
             known = classify(e)
             if known is None:

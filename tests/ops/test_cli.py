@@ -121,3 +121,20 @@ def test_exit_codes_are_the_documented_ones(tmp_path: Path) -> None:
     assert res.returncode == 3 and "commit-owner migrate" in res.stderr
     res = cli_here("tables", "list", "--no-such-flag")
     assert res.returncode == 2
+
+
+def test_a_reader_that_went_away_is_no_error() -> None:
+    """`commit-owner ... | head`: once the reader closed the pipe, the command stops quietly (exit 0), without
+    an error line about a broken pipe."""
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first line is written
+    try:
+        done = subprocess.run([sys.executable, "-m", "coordinator", "config", "show"], stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert (done.returncode, done.stderr) == (0, "")
