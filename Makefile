@@ -2,9 +2,11 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
-DB_URL ?= sqlite+aiosqlite:///./commit-owner.db
-HOST   ?= 127.0.0.1
-PORT   ?= 8080
+# make run's database, address and port: COMMIT_OWNER_DATABASE_URL / _HOST / _PORT from the environment, or
+# make run DB_URL=... HOST=... PORT=...
+DB_URL ?= $(or $(COMMIT_OWNER_DATABASE_URL),sqlite+aiosqlite:///./commit-owner.db)
+HOST   ?= $(or $(COMMIT_OWNER_HOST),127.0.0.1)
+PORT   ?= $(or $(COMMIT_OWNER_PORT),8080)
 
 .DEFAULT_GOAL := help
 .PHONY: help run test lint install install-test install-sail install-uc-client migrate clean config-docs test-system-deps chaos bench bench-smoke

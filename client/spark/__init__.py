@@ -16,7 +16,7 @@ try:
     import pyspark  # noqa: F401
 except ImportError as e:  # pragma: no cover - depends on the environment
     raise ImportError(
-        "client.spark needs pyspark: pip install 'delta-commit-owner[spark]'"
+        "client.spark needs pyspark: from a clone, .venv/bin/pip install -e '.[spark]'"
     ) from e
 
 from .bridge import (

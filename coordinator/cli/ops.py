@@ -279,7 +279,7 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
     One classic Parquet checkpoint every delta.checkpointInterval versions (default 10), put-if-absent, then
     _last_checkpoint. Log cleanup: <v>.json, checkpoints and staged commits older than
     delta.logRetentionDuration (default 30 days) below the checkpoint that keeps the retention readable.
-    Needs pyarrow (pip install 'delta-commit-owner[maintain]').
+    Needs pyarrow (from a clone: .venv/bin/pip install -e '.[maintain]').
     """
     import json
 
@@ -290,7 +290,7 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
         import pyarrow  # noqa: F401 - checked here so a missing install is one clear line, not a traceback
     except ImportError:
         raise click.UsageError("commit-owner maintain writes Parquet checkpoints and needs pyarrow: "
-                               "pip install 'delta-commit-owner[maintain]'") from None
+                               "from a clone, .venv/bin/pip install -e '.[maintain]'") from None
     settings = load_settings(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
     out = run_maintain(settings, tables, every=every, metrics_file=metrics_file, cleanup=log_cleanup,

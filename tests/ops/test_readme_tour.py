@@ -40,6 +40,8 @@ def make_recipe(target: str, variables: dict[str, str]) -> list[str]:
 
     def expand(line: str) -> str:
         for _ in range(5):
+            # $(or $(COMMIT_OWNER_X),default): the tour's environment sets no COMMIT_OWNER_* variable
+            line = re.sub(r"\$\(or \$\((\w+)\),([^)]*)\)", lambda m: values.get(m.group(1)) or m.group(2), line)
             line = re.sub(r"\$\((\w+)\)", lambda m: values[m.group(1)], line)
         return line
 

@@ -156,3 +156,32 @@ def test_no_request_or_app_key_is_a_plain_string(request: pytest.FixtureRequest)
     log = svc.log_text()
     assert "NotAppKeyWarning" not in log and "RequestKey" not in log, log[-2000:]
 
+
+
+# -- a newcomer's commands ----------------------------------------------------------------------------------
+
+def test_install_hints_are_commands_that_work_from_a_clone() -> None:
+    """The package is not on PyPI: no hint may tell a user to pip install it by name."""
+    found = []
+    for folder in ("coordinator", "client", "backfill", "docs", "tests"):
+        for path in (ROOT / folder).rglob("*"):
+            if path.suffix in (".py", ".md") and path.name != "test_usability.py":
+                found += [f"{path.relative_to(ROOT)}" for line in path.read_text().splitlines()
+                          if "install 'delta-commit-owner[" in line or 'install "delta-commit-owner[' in line]
+    assert found == []
+
+
+def test_make_run_takes_its_port_address_and_database_from_the_environment() -> None:
+    import os
+    import subprocess
+
+    env = {**os.environ, "COMMIT_OWNER_PORT": "9123", "COMMIT_OWNER_HOST": "127.0.0.2",
+           "COMMIT_OWNER_DATABASE_URL": "sqlite+aiosqlite:///./elsewhere.db"}
+    plan = subprocess.run(["make", "-n", "run"], cwd=str(ROOT), env=env, capture_output=True, text=True,
+                          check=True).stdout
+    serve = [line for line in plan.splitlines() if " serve " in line]
+    assert serve and "--port 9123" in serve[0] and "--host 127.0.0.2" in serve[0], plan
+    assert "sqlite+aiosqlite:///./elsewhere.db" in serve[0], plan
+    plan = subprocess.run(["make", "-n", "run", "PORT=9124"], cwd=str(ROOT), env=env, capture_output=True,
+                          text=True, check=True).stdout
+    assert "--port 9124" in plan  # the make variable wins over the environment

@@ -30,7 +30,7 @@ def _require_java_and_pyspark() -> None:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        pytest.skip("SPARK TESTS SKIPPED: pyspark is not installed (pip install 'delta-commit-owner[spark]')")
+        pytest.skip("SPARK TESTS SKIPPED: pyspark is not installed (from a clone: .venv/bin/pip install -e '.[spark]')")
     for tool in ("java", "javac"):
         if shutil.which(tool) is None:
             pytest.skip(f"SPARK TESTS SKIPPED: `{tool}` is not on PATH (install a JDK 17)")
@@ -104,7 +104,7 @@ def uc_jars() -> Path:
     try:
         import pyspark  # noqa: F401
     except ImportError:
-        pytest.skip("SPARK TESTS SKIPPED: pyspark is not installed (pip install 'delta-commit-owner[spark]')")
+        pytest.skip("SPARK TESTS SKIPPED: pyspark is not installed (from a clone: .venv/bin/pip install -e '.[spark]')")
     if shutil.which("java") is None:
         pytest.skip("SPARK TESTS SKIPPED: `java` is not on PATH (install a JDK 17)")
     folder = require_jar_folder(UC_JARS_ENV, "delta-spark 4.4 + Unity Catalog Spark connector")
