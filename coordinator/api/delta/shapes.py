@@ -18,7 +18,7 @@ from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.delta_schema import SchemaError, parse_schema
 from client.contract.errors import InvalidArgumentError
 
-from ...catalog import MANAGED, check_properties
+from ...catalog import MANAGED
 from ...store.rows import CommitRow, NameRow, TableRow
 
 CATALOG_MANAGED = "delta.feature.catalogManaged"
@@ -175,10 +175,6 @@ def domain_properties(value: Any) -> dict[str, str]:
                 raise InvalidArgumentError("delta.rowTracking.rowIdHighWaterMark must be an integer")
             out[DOMAIN_PROPERTIES[domain]] = str(mark)
     return out
-
-
-def table_properties(value: Any) -> dict[str, str]:
-    return check_properties(value)
 
 
 def etag(table: TableRow, name: NameRow) -> str:

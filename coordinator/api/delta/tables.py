@@ -18,7 +18,7 @@ from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.errors import InvalidArgumentError, TableChangedError, TableNotFoundError
 from client.contract.layout import normalize_location
 
-from ...catalog import EXTERNAL, MANAGED, TABLE_TYPES, check_comment, check_name, new_name
+from ...catalog import EXTERNAL, MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
 from ...store.rows import NameRow, TableRow
 from ..auth import require
 from ..errors import json_body, json_response, only_params
@@ -119,7 +119,7 @@ async def create_table(request: web.Request) -> web.Response:
     require(request, "admin", normalize_location(location), on_disk=True)  # type: ignore[arg-type]
     fields = shapes.check_struct(body.get("columns"))
     partitions = shapes.check_names(body.get("partition-columns"), "partition-columns")
-    properties = shapes.without_protocol(shapes.table_properties(body.get("properties")))
+    properties = shapes.without_protocol(check_properties(body.get("properties")))
     properties.update(shapes.protocol_properties(body.get("protocol")))
     if body.get("domain-metadata") is not None:
         properties.update(shapes.domain_properties(body.get("domain-metadata")))
@@ -228,7 +228,7 @@ def _new_metadata(name: NameRow, actions: dict[str, dict[str, Any]], version: in
         parts = shapes.check_names(actions["set-partition-columns"].get("partition-columns"), "partition-columns")
         columns = shapes.with_partitions(columns, parts)
     if "set-properties" in actions:
-        new = shapes.table_properties(actions["set-properties"].get("updates"))
+        new = check_properties(actions["set-properties"].get("updates"))
         props.update(shapes.without_protocol(new))
     if "remove-properties" in actions:
         removals = shapes.check_names(actions["remove-properties"].get("removals"), "removals")
@@ -268,10 +268,8 @@ async def update_table(request: web.Request) -> web.Response:
     table, name = await named_table(request, "commit")
     if update.uuid != table.table_id:
         raise TableChangedError(f"assert-table-uuid failed: the table is {table.table_id}, not {update.uuid}")
-    if update.etag is not None:
-        current = await _load(request, table.table_id, name)
-        if current["metadata"]["etag"] != update.etag:
-            raise TableChangedError("assert-etag failed: the table changed since it was loaded; load it again")
+    if update.etag is not None and shapes.etag(table, name) != update.etag:  # (the rows the lookup just read)
+        raise TableChangedError("assert-etag failed: the table changed since it was loaded; load it again")
     actions = update.actions
     commit = actions.get("add-commit", {}).get("commit") if "add-commit" in actions else None
     version = timestamp = None
