@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from coordinator.cli.bench import bench
-from coordinator.cli.exit_codes import OwnerGroup
+from coordinator.cli.exit_codes import ConfigError, OwnerGroup
 from coordinator.cli.ops import MAINTENANCE_COMMANDS, TABLE_COMMANDS, config
 from coordinator.cli.options import load_settings, settings_options
 from coordinator.cli.tokens import tokens
@@ -76,9 +76,16 @@ def _serve(settings: Any, workers: int, metrics_dir: str | None) -> None:
 
         new_event_loop(settings.event_loop).close()  # refuse a bad choice before anything starts
     except ValueError as e:
-        raise click.UsageError(str(e)) from None
+        raise ConfigError(str(e)) from None
 
     asyncio.run(check_database(settings))  # refused before the port opens; exit codes from exit_codes.classify
+    from coordinator.cli.serve import root_schemes
+    from coordinator.storage import check_credentials
+
+    try:
+        asyncio.run(check_credentials(settings, root_schemes(settings)))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     from coordinator.cli.serve import addresses_of, bind, run_service
 
     try:
