@@ -50,6 +50,7 @@ def config_show(config_file: str | None, as_json: bool, **overrides: Any) -> Non
     """Effective settings (after flags, environment and file) with their source; secrets masked."""
     import json
 
+    from coordinator.cli.human import cell
     from coordinator.logs import redact
 
     settings: Settings = load_settings(config_file, **overrides)
@@ -60,7 +61,7 @@ def config_show(config_file: str | None, as_json: bool, **overrides: Any) -> Non
         return
     width = max(len(k) for k in values)
     for k, v in values.items():
-        click.echo(f"{k:{width}}  {v!s:40}  ({sources[k]})")
+        click.echo(f"{k:{width}}  {cell(v):40}  ({sources[k]})")
 
 
 @config.command("docs")
@@ -283,6 +284,7 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
     """
     import json
 
+    from coordinator.cli.human import cell
     from coordinator.logs import setup_logging
     from coordinator.ops.maintenance import run_maintain
 
@@ -300,7 +302,7 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
     else:
         for t in out["tables"]:
             click.echo(f"{t['location']}: published through {t['publishedThrough']}, checkpoints written "
-                       f"{t['written'] or 'none'}, newest checkpoint {t['lastCheckpoint']}, lag {t['lag']}"
+                       f"{cell(t['written'] or 'none')}, newest checkpoint {cell(t['lastCheckpoint'])}, lag {t['lag']}"
                        + (f" (skipped: {t['skipped']})" if "skipped" in t else ""))
             c = t.get("logCleanup")
             if c is not None:
