@@ -263,8 +263,9 @@ _DIRECT = ("database_url", *_S3, "request_timeout_seconds")
 
 @click.command("maintain")
 @click.argument("tables", nargs=-1)
-@click.option("--every", type=float, default=None, metavar="SECONDS",
-              help="Run again every SECONDS (a maintenance worker); default: one pass, then exit.")
+@click.option("--every", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Run again every SECONDS (a maintenance worker; SIGTERM or SIGINT stops it after the pass in "
+                   "progress, exit 0 unless that pass failed somewhere); default: one pass, then exit.")
 @click.option("--metrics-file", type=click.Path(dir_okay=False), default=None,
               help="Write the maintenance metrics here (Prometheus text format) after each pass.")
 @click.option("--log-cleanup/--no-log-cleanup", "log_cleanup", default=True, show_default=True,
