@@ -53,9 +53,10 @@ def check_database_url(url: str) -> None:
 
 
 def sqlite_file(url: str) -> Path | None:
-    """The database file of a SQLite URL; None for PostgreSQL and for an in-memory SQLite database."""
+    """The database file of a SQLite URL; None for PostgreSQL, an in-memory SQLite database and a SQLite
+    ``file:`` URI (``?uri=true``), whose name is not a path."""
     u = make_url(url)
-    if not u.drivername.startswith("sqlite") or u.database in (None, "", ":memory:"):
+    if not u.drivername.startswith("sqlite") or u.database in (None, "", ":memory:") or "uri" in u.query:
         return None
     return Path(u.database)
 
