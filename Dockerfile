@@ -1,7 +1,7 @@
 # The commit owner as a container image, built from the same pyproject.toml as `make install`.
 # docker build -t delta-commit-owner .   (docker-compose.yml builds it for you)
 
-FROM python:3.11-slim AS build
+FROM python:3.11.11-slim-bookworm AS build
 WORKDIR /src
 # Only what the wheel is made of (see [tool.hatch.build.targets.wheel] in pyproject.toml).
 COPY pyproject.toml README.md ./
@@ -12,7 +12,7 @@ COPY schema ./schema
 RUN pip install --no-cache-dir --upgrade pip \
  && pip wheel --no-cache-dir --wheel-dir /wheels '.[maintain]'
 
-FROM python:3.11-slim
+FROM python:3.11.11-slim-bookworm
 RUN useradd --system --uid 10001 --home-dir /srv/owner --create-home owner
 COPY --from=build /wheels /wheels
 RUN pip install --no-cache-dir /wheels/*.whl && rm -rf /wheels

@@ -236,6 +236,12 @@ class Settings:
         return out
 
     def validate(self) -> None:
+        from .store.engine import check_database_url
+
+        try:
+            check_database_url(self.database_url)
+        except ValueError as e:
+            raise ValueError(f"bad value for --database-url / COMMIT_OWNER_DATABASE_URL: {e}") from None
         if self.commit_dir not in COMMIT_DIRS:
             raise ValueError(f"commit_dir must be one of {', '.join(COMMIT_DIRS)}, got {self.commit_dir!r}")
         if self.backfill_batch_size < 1:

@@ -49,6 +49,7 @@ def _table_rows(tables: list[Any], ages: dict[str, int]) -> str:
         cls = "stopped" if not t.accepting else ("behind" if t.unbackfilled else "")
         cells = [
             f'<td class="id"><code>{html.escape(t.table_id)}</code></td>',
+            f'<td class="name">{html.escape(t.name or "")}</td>',  # catalog.schema.table, when named
             f'<td class="location">{html.escape(t.location)}</td>',
             f'<td class="status">{html.escape(t.status)}</td>',
             f'<td class="accepting">{"yes" if t.accepting else "no"}</td>',
@@ -102,10 +103,10 @@ Rendered {_ts(int(time.time() * 1000))}. <a href="/metrics">metrics</a> · <a hr
 <h2>Tables</h2>
 {more}
 <table id="tables">
-<thead><tr><th>table id</th><th>location</th><th>status</th><th>accepting</th><th>latest</th><th>backfilled</th>
+<thead><tr><th>table id</th><th>name</th><th>location</th><th>status</th><th>accepting</th><th>latest</th><th>backfilled</th>
 <th>backlog</th><th>lag</th><th>last commit</th><th>error</th></tr></thead>
 <tbody>
-{_table_rows(shown, ages) or '<tr><td colspan="10" class="muted">no tables registered</td></tr>'}
+{_table_rows(shown, ages) or '<tr><td colspan="11" class="muted">no tables registered</td></tr>'}
 </tbody></table>
 <h2>Recent errors</h2>
 <table id="errors">

@@ -23,6 +23,10 @@ def classify(e: BaseException) -> tuple[int, str] | None:
     from client.contract.errors import CommitOwnerError, SchemaOutOfDateError, UnavailableError
     from coordinator.logs import redact
 
+    if _missing_s3_credentials(e):
+        from coordinator.storage.s3 import NO_CREDENTIALS
+
+        return USAGE, NO_CREDENTIALS
     if isinstance(e, SchemaOutOfDateError):
         return OLD_SCHEMA, str(e)
     if isinstance(e, (OperationalError, DBAPIError)):
@@ -36,6 +40,30 @@ def classify(e: BaseException) -> tuple[int, str] | None:
     if isinstance(e, OSError):
         return USAGE, redact(f"{type(e).__name__}: {e}")
     return None
+
+
+def _missing_s3_credentials(e: BaseException) -> bool:
+    """Whether botocore found no credentials anywhere in ``e``'s chain (a command writing to S3 itself)."""
+    try:
+        from botocore.exceptions import NoCredentialsError
+    except ImportError:  # no S3 support installed: it cannot be this
+        return False
+    seen: BaseException | None = e
+    while seen is not None:
+        if isinstance(seen, NoCredentialsError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+class ConfigError(click.ClickException):
+    """Bad settings (a flag, a variable, the TOML file): one line on stderr, exit 2, no usage text (the
+    command was spelled right; a value was not)."""
+
+    exit_code = USAGE
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
 
 
 class OwnerGroup(click.Group):

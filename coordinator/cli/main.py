@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from coordinator.cli.bench import bench
-from coordinator.cli.exit_codes import OwnerGroup
+from coordinator.cli.exit_codes import ConfigError, OwnerGroup
 from coordinator.cli.ops import MAINTENANCE_COMMANDS, TABLE_COMMANDS, config
 from coordinator.cli.options import load_settings, settings_options
 from coordinator.cli.tokens import tokens
@@ -76,9 +76,16 @@ def _serve(settings: Any, workers: int, metrics_dir: str | None) -> None:
 
         new_event_loop(settings.event_loop).close()  # refuse a bad choice before anything starts
     except ValueError as e:
-        raise click.UsageError(str(e)) from None
+        raise ConfigError(str(e)) from None
 
     asyncio.run(check_database(settings))  # refused before the port opens; exit codes from exit_codes.classify
+    from coordinator.cli.serve import root_schemes
+    from coordinator.storage import check_credentials
+
+    try:
+        asyncio.run(check_credentials(settings, root_schemes(settings)))
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
     from coordinator.cli.serve import addresses_of, bind, run_service
 
     try:
@@ -195,7 +202,8 @@ def tables() -> None:
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
 @settings_options(("database_url",))
 def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
-    """Every table: location, latest, backfilled, unbackfilled, accepting, last commit time."""
+    """Every table: id, name, latest, backfilled, unbackfilled, accepting, status, last commit time, location."""
+    from coordinator.cli.human import cell
     from coordinator.ops.commands import iso_time, list_tables
 
     rows = list_tables(load_settings(config, **overrides))
@@ -204,12 +212,13 @@ def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    click.echo(f"{'TABLE ID':36}  {'LATEST':>7}  {'BACKFILLED':>10}  {'UNBACKFILLED':>12}  {'ACCEPTING':9}  {'STATUS':8}  "
-               f"{'LAST COMMIT':20}  LOCATION")
+    width = max([len("NAME"), *(len(cell(r["name"])) for r in rows)])
+    click.echo(f"{'TABLE ID':36}  {'NAME':{width}}  {'LATEST':>7}  {'BACKFILLED':>10}  {'UNBACKFILLED':>12}  "
+               f"{'ACCEPTING':9}  {'STATUS':8}  {'LAST COMMIT':20}  LOCATION")
     for r in rows:
-        click.echo(f"{r['tableId']:36}  {r['latestTableVersion']:>7}  {r['latestBackfilledVersion']:>10}  "
-                   f"{r['unbackfilledCommits']:>12}  {str(r['acceptingCommits']).lower():9}  {r['status']:8}  "
-                   f"{r['lastCommitTime'] or '-':20}  {r['location']}")
+        click.echo(f"{r['tableId']:36}  {cell(r['name']):{width}}  {r['latestTableVersion']:>7}  "
+                   f"{r['latestBackfilledVersion']:>10}  {r['unbackfilledCommits']:>12}  "
+                   f"{cell(r['acceptingCommits']):9}  {r['status']:8}  {cell(r['lastCommitTime']):20}  {r['location']}")
 
 
 @tables.command("show")
@@ -220,18 +229,19 @@ def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
 @settings_options(("database_url",))
 def tables_show(table: str, as_json: bool, limit: int, config: str | None, **overrides: Any) -> None:
     """One table (by id or location) with its recent commits from the audit trail."""
+    from coordinator.cli.human import cell, when
     from coordinator.ops.commands import show_table
 
     info = show_table(load_settings(config, **overrides), table, limit)
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
-    for k in ("tableId", "location", "commitDir", "status", "statusReason", "acceptingCommits", "latestTableVersion",
-              "latestBackfilledVersion", "unbackfilledCommits", "lastCommitTime", "backfillError"):
-        click.echo(f"{k:24} {info.get(k)}")
-    click.echo("recent commits:")
+    for k in ("tableId", "name", "location", "commitDir", "status", "statusReason", "acceptingCommits",
+              "latestTableVersion", "latestBackfilledVersion", "unbackfilledCommits", "lastCommitTime", "backfillError"):
+        click.echo(f"{k:24} {cell(info.get(k))}")
+    click.echo("recent commits:" if info["recentCommits"] else "recent commits: none")
     for c in info["recentCommits"]:
-        click.echo(f"  v{c['version']:<8} {c['fileName']}  ict={c['commitTimestamp']}  "
+        click.echo(f"  v{c['version']:<8} {c['fileName']}  committed {when(c['commitTimestamp'])}  "
                    f"{'backfilled' if c['backfilled'] else 'UNBACKFILLED'}")
 
 

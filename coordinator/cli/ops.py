@@ -50,6 +50,7 @@ def config_show(config_file: str | None, as_json: bool, **overrides: Any) -> Non
     """Effective settings (after flags, environment and file) with their source; secrets masked."""
     import json
 
+    from coordinator.cli.human import cell
     from coordinator.logs import redact
 
     settings: Settings = load_settings(config_file, **overrides)
@@ -60,7 +61,7 @@ def config_show(config_file: str | None, as_json: bool, **overrides: Any) -> Non
         return
     width = max(len(k) for k in values)
     for k, v in values.items():
-        click.echo(f"{k:{width}}  {v!s:40}  ({sources[k]})")
+        click.echo(f"{k:{width}}  {cell(v):40}  ({sources[k]})")
 
 
 @config.command("docs")
@@ -262,8 +263,9 @@ _DIRECT = ("database_url", *_S3, "request_timeout_seconds")
 
 @click.command("maintain")
 @click.argument("tables", nargs=-1)
-@click.option("--every", type=float, default=None, metavar="SECONDS",
-              help="Run again every SECONDS (a maintenance worker); default: one pass, then exit.")
+@click.option("--every", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
+              help="Run again every SECONDS (a maintenance worker; SIGTERM or SIGINT stops it after the pass in "
+                   "progress, exit 0 unless that pass failed somewhere); default: one pass, then exit.")
 @click.option("--metrics-file", type=click.Path(dir_okay=False), default=None,
               help="Write the maintenance metrics here (Prometheus text format) after each pass.")
 @click.option("--log-cleanup/--no-log-cleanup", "log_cleanup", default=True, show_default=True,
@@ -283,6 +285,7 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
     """
     import json
 
+    from coordinator.cli.human import cell
     from coordinator.logs import setup_logging
     from coordinator.ops.maintenance import run_maintain
 
@@ -300,7 +303,7 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
     else:
         for t in out["tables"]:
             click.echo(f"{t['location']}: published through {t['publishedThrough']}, checkpoints written "
-                       f"{t['written'] or 'none'}, newest checkpoint {t['lastCheckpoint']}, lag {t['lag']}"
+                       f"{cell(t['written'] or 'none')}, newest checkpoint {cell(t['lastCheckpoint'])}, lag {t['lag']}"
                        + (f" (skipped: {t['skipped']})" if "skipped" in t else ""))
             c = t.get("logCleanup")
             if c is not None:

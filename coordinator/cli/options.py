@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from coordinator.cli.exit_codes import ConfigError
 from coordinator.settings import SETTINGS, Settings
 
 
@@ -34,4 +35,4 @@ def load_settings(config: str | None, **overrides: Any) -> Settings:
     try:
         return Settings.load(overrides, config_file=config)
     except (ValueError, OSError) as e:
-        raise click.UsageError(str(e)) from None
+        raise ConfigError(str(e)) from None

@@ -23,6 +23,16 @@ async def _announce_shutdown(app: web.Application) -> None:
     log.info("shutting down: no new connections; finishing the requests in flight")
 
 
+def root_schemes(settings: Settings) -> set[str]:
+    """The storage schemes the service may write to: those of its allowed roots and managed location."""
+    from coordinator.security.roots import parse_root, parse_roots
+
+    roots = [*parse_roots(settings.allow_location)]
+    if settings.managed_location:
+        roots.append(parse_root(settings.managed_location))
+    return {r.uri.split("://", 1)[0] for r in roots}
+
+
 EVENT_LOOPS = ("auto", "uvloop", "asyncio")
 
 

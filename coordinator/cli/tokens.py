@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
@@ -143,13 +142,12 @@ def tokens_revoke(token_id: str, config: str | None, **overrides: Any) -> None:
 @_options
 def tokens_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     """Every token: id, scopes, created, revoked (never a secret or a hash)."""
+    from coordinator.cli.human import when
+
     rows = _run(_settings(config, overrides), lambda store: store.list())
     if as_json:
         click.echo(json.dumps([r.to_json() for r in rows], indent=2))
         return
-
-    def when(ms: int | None) -> str:
-        return "-" if ms is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
 
     click.echo(f"{'TOKEN ID':16}  {'CREATED':20}  {'REVOKED':20}  SCOPES")
     for r in rows:

@@ -94,14 +94,27 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
             return await once()
         import json
         import logging
+        import signal
         import sys
 
-        while True:  # a worker: a failed pass (database or storage down) is logged and the next one tries again
+        # A worker (e.g. docker-compose's `maintain` service): SIGTERM or SIGINT ends it after the pass in
+        # progress (a checkpoint is put-if-absent either way), exiting with that pass's result.
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        last: dict[str, Any] = {"tables": [], "failures": [], "skipped": []}
+        while not stop.is_set():  # a failed pass (database or storage down) is logged; the next one tries again
             try:
-                print(json.dumps(await once()), file=sys.stderr, flush=True)
+                last = await once()
+                print(json.dumps(last), file=sys.stderr, flush=True)
             except (CommitOwnerError, OSError) as e:
                 logging.getLogger("commit_owner.maintain").error("maintenance pass failed: %s", e)
-            await asyncio.sleep(every)
+            try:
+                await asyncio.wait_for(stop.wait(), every)
+            except asyncio.TimeoutError:
+                pass
+        return last
 
     return asyncio.run(go())
 

@@ -66,4 +66,15 @@ class StorageRouter:
         self._backends.clear()
 
 
-__all__ = ["FileInfo", "StorageBackend", "StorageRouter"]
+async def check_credentials(settings: Settings, schemes: set[str]) -> None:
+    """Raise ValueError, naming the settings to give, when storage of one of ``schemes`` would have no
+    credentials to sign with (s3:// without a key in the settings or the AWS credential chain). Checked
+    before `serve` opens its port, so a missing key is one line at start, not an error on every request."""
+    if "s3" in schemes and not settings.s3_access_key_id:
+        from .s3 import NO_CREDENTIALS, credentials_found
+
+        if not await credentials_found():
+            raise ValueError(f"s3:// tables are allowed here, but {NO_CREDENTIALS}")
+
+
+__all__ = ["FileInfo", "StorageBackend", "StorageRouter", "check_credentials"]

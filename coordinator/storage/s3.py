@@ -14,6 +14,17 @@ from client.contract.layout import lost_put_if_absent
 
 from .base import FileInfo, StorageBackend
 
+NO_CREDENTIALS = ("no S3 credentials: set COMMIT_OWNER_S3_ACCESS_KEY_ID and COMMIT_OWNER_S3_SECRET_ACCESS_KEY (or "
+                  "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an instance or task role)")
+
+
+async def credentials_found() -> bool:
+    """Whether the AWS credential chain (environment, shared files and profile, container or instance role)
+    yields credentials: what an S3Storage without a key of its own signs with."""
+    from aiobotocore.session import AioSession
+
+    return await AioSession().get_credentials() is not None
+
 
 def _split(uri: str) -> str:
     assert uri.startswith("s3://"), uri

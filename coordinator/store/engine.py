@@ -15,11 +15,11 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import DisconnectionError
+from sqlalchemy.exc import ArgumentError, DisconnectionError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import coordinator
-from client.contract.errors import SchemaOutOfDateError
+from client.contract.errors import SchemaOutOfDateError, UnavailableError
 
 
 def schema_dir() -> Path:
@@ -28,6 +28,53 @@ def schema_dir() -> Path:
         if (candidate / "env.py").is_file():
             return candidate
     raise FileNotFoundError("migration files not found (expected coordinator/_schema or ./schema)")
+
+
+URL_EXAMPLES = ("sqlite+aiosqlite:///relative/owner.db, sqlite+aiosqlite:////absolute/owner.db or "
+                "postgresql+psycopg://user:password@host:5432/dbname")
+
+
+def check_database_url(url: str) -> None:
+    """Raise ValueError, naming what is wrong, unless ``url`` is a SQLite or PostgreSQL URL this store opens.
+
+    Checked when the settings load, so that a typo is refused before anything opens (or creates) a file.
+    """
+    try:
+        u = make_url(url)
+    except ArgumentError:
+        raise ValueError(f"not a database URL: expected {URL_EXAMPLES}") from None
+    backend = u.drivername.split("+", 1)[0]
+    if backend not in ("sqlite", "postgresql", "postgres"):
+        raise ValueError(f"the ownership store is SQLite or PostgreSQL, not {backend}: expected {URL_EXAMPLES}")
+    if backend == "sqlite" and (u.host or u.port or u.username):
+        # `sqlite://./x.db` reads "." as a host, which SQLite has none of
+        raise ValueError("a SQLite URL has no host: three slashes before a relative path "
+                         "(sqlite+aiosqlite:///./owner.db), four before an absolute one")
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a SQLite URL; None for PostgreSQL, an in-memory SQLite database and a SQLite
+    ``file:`` URI (``?uri=true``), whose name is not a path."""
+    u = make_url(url)
+    if not u.drivername.startswith("sqlite") or u.database in (None, "", ":memory:") or "uri" in u.query:
+        return None
+    return Path(u.database)
+
+
+def _refuse_missing_sqlite_file(url: str) -> None:
+    """Opening a SQLite file that is not there would create an empty one (and, in a missing folder, fail
+    with aiosqlite racing the closed event loop): refuse first, creating nothing. `migrate` creates it."""
+    path = sqlite_file(url)
+    if path is None or path.is_file():
+        return
+    where = path.resolve()
+    if path.exists():
+        raise UnavailableError(f"cannot use the database: {where} is not a SQLite file")
+    if not where.parent.is_dir():
+        raise UnavailableError(f"cannot use the database: the folder {where.parent} of the SQLite file does not "
+                               "exist (check the database URL)")
+    raise SchemaOutOfDateError(f"no SQLite database at {where}, so no schema: check the database URL, or create it "
+                               "with `commit-owner migrate --database-url ...`")
 
 
 def async_url(url: str) -> str:
@@ -164,8 +211,11 @@ async def open_engine(database_url: str, *, pool_size: int = 2, timeout: float =
     """The one way to open the database: an engine whose schema is checked, disposed of on exit.
 
     ``on_create`` sees the engine before the check (the service's metrics watch its pool).
-    Raises SchemaOutOfDateError, and the driver's errors when the database cannot be reached.
+    Raises SchemaOutOfDateError (a SQLite file that does not exist included: none is created),
+    UnavailableError (a SQLite path that cannot be one), and the driver's errors when the database cannot
+    be reached.
     """
+    _refuse_missing_sqlite_file(database_url)
     engine = create_engine(database_url, pool_size=pool_size, timeout=timeout)
     try:
         if on_create is not None:

@@ -70,3 +70,20 @@ def pg_connections(database_url: str) -> int:
         row = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
                            (name,)).fetchone()
     return int(row[0])
+
+
+def name_a_table(svc: Service) -> tuple[str, str]:
+    """A table registered with a name ``catalog.schema.table`` (a new catalog and schema through the Unity
+    Catalog API, the table through /api/v1, version 0 written as a client does). Returns (name, location)."""
+    from tests.support import delta_file, version0
+
+    catalog, schema = f"c{uuid.uuid4().hex[:8]}", "ops"
+    for path, body in (("/catalogs", {"name": catalog}), ("/schemas", {"name": schema, "catalog_name": catalog})):
+        status, _, payload = call(svc, "POST", "/api/2.1/unity-catalog" + path, json.dumps(body).encode(),
+                                  {"Content-Type": "application/json"})
+        assert status == 200, payload
+    loc = svc.backend.new_location()
+    name = f"{catalog}.{schema}.orders"
+    assert svc.client().register_table(loc, current_version=-1, name=name).name == name
+    svc.backend.write(delta_file(loc, 0), ndjson(version0()))
+    return name, loc

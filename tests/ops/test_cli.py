@@ -50,10 +50,10 @@ def test_tables_list_shows_versions_backlog_and_last_commit(manual_service: Serv
     res = cli("tables", "list", "--database-url", db)
     assert res.returncode == 0, res.stderr
     header, *lines = res.stdout.splitlines()
-    for col in ("TABLE ID", "LATEST", "BACKFILLED", "UNBACKFILLED", "ACCEPTING", "LAST COMMIT", "LOCATION"):
+    for col in ("TABLE ID", "NAME", "LATEST", "BACKFILLED", "UNBACKFILLED", "ACCEPTING", "LAST COMMIT", "LOCATION"):
         assert col in header
     [line] = [ln for ln in lines if ln.startswith(table_id)]
-    assert line.split()[1:5] == ["2", "0", "2", "true"] and line.endswith(loc)
+    assert line.split()[1:6] == ["-", "2", "0", "2", "yes"] and line.endswith(loc)  # "-": the table has no name
 
 
 def test_tables_show_by_location_lists_recent_commits_and_unknown_exits_1(manual_service: Service) -> None:

@@ -23,6 +23,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -68,20 +69,86 @@ def interpolate(value: str, variables: dict[str, str]) -> str:
     return re.sub(r"\$\{(\w+)(?:(:-|:\?)([^}]*))?\}", one, value)
 
 
-def owner_process(variables: dict[str, str]) -> tuple[list[str], dict[str, str], dict[str, Any]]:
-    """argv and environment of the compose owner service, exactly as written (no stand-ins yet)."""
-    compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
-    owner = compose["services"]["owner"]
+def compose_file() -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+
+
+def service_process(name: str, variables: dict[str, str]) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """argv and environment of a compose service built from the Dockerfile, exactly as written (no stand-ins
+    yet), with the service's own record."""
+    service = compose_file()["services"][name]
     env, entrypoint, cmd = dockerfile()
-    if "entrypoint" in owner:  # compose's entrypoint replaces the image's, and drops the image's CMD
-        entrypoint, cmd = owner["entrypoint"], []
-    if "command" in owner:
-        cmd = owner["command"] if isinstance(owner["command"], list) else shlex.split(owner["command"])
-    environment = owner.get("environment") or {}
+    if "entrypoint" in service:  # compose's entrypoint replaces the image's, and drops the image's CMD
+        entrypoint, cmd = service["entrypoint"], []
+    if "command" in service:
+        cmd = service["command"] if isinstance(service["command"], list) else shlex.split(service["command"])
+    environment = service.get("environment") or {}
     if isinstance(environment, list):
         environment = dict(item.split("=", 1) for item in environment)
     env.update({k: interpolate(str(v), variables) for k, v in environment.items()})
-    return [*entrypoint, *cmd], env, owner
+    return [interpolate(str(word), variables) for word in [*entrypoint, *cmd]], env, service
+
+
+def owner_process(variables: dict[str, str]) -> tuple[list[str], dict[str, str], dict[str, Any]]:
+    """argv and environment of the compose owner service, exactly as written (no stand-ins yet)."""
+    return service_process("owner", variables)
+
+
+# -- the rules every service of the compose file keeps ------------------------------------------------------
+
+# How many numeric parts an exact version of each image has (postgres: major.minor; python: 3.11.11).
+VERSION_PARTS = {"postgres": 2, "python": 3}
+MINIO_RELEASE = re.compile(r"^RELEASE\.\d{4}-\d\d-\d\dT\d\d-\d\d-\d\dZ$")
+
+
+def pinned(image: str) -> bool:
+    """Whether ``image`` names one exact version: a tag (never `latest`) whose version has every part."""
+    name, _, tag = image.rpartition(":")
+    if not name or "/" in tag:
+        return False  # no tag at all: `latest` by default
+    repo = name.rsplit("/", 1)[-1]
+    if repo in ("minio", "mc"):
+        return bool(MINIO_RELEASE.match(tag))
+    version = re.match(r"^(\d+(?:\.\d+)*)(?:-[a-z0-9.-]+)?$", tag)
+    return bool(version) and version.group(1).count(".") + 1 >= VERSION_PARTS.get(repo, 3)
+
+
+def test_every_image_is_pinned_to_an_exact_version() -> None:
+    assert not pinned("postgres:16") and not pinned("minio/minio:latest") and not pinned("minio/mc")
+    assert not pinned("python:3.11-slim") and pinned("python:3.11.11-slim-bookworm") and pinned("postgres:16.6")
+    built = {s["image"] for s in compose_file()["services"].values() if "build" in s}
+    assert built == {"delta-commit-owner:local"}  # the image this file builds, from the Dockerfile below
+    pulled = [s["image"] for s in compose_file()["services"].values() if "build" not in s]
+    assert len(pulled) == 3
+    froms = re.findall(r"^FROM (\S+)", (ROOT / "Dockerfile").read_text(), re.M)
+    assert len(froms) == 2
+    for image in [*pulled, *froms]:
+        assert pinned(image), f"{image} is not pinned to an exact version"
+
+
+def test_every_port_is_published_on_the_loopback_address_only() -> None:
+    published = []
+    for name, service in compose_file()["services"].items():
+        for port in service.get("ports", []):
+            if isinstance(port, dict):  # the long syntax
+                assert port.get("host_ip") == "127.0.0.1", (name, port)
+            else:
+                assert re.fullmatch(r"127\.0\.0\.1:\d+:\d+", str(port)), (name, port)
+            published.append(port)
+        assert "network_mode" not in service, name  # `host` would publish everything on every address
+    assert len(published) == 3  # the owner, MinIO's API and console
+
+
+def test_a_maintenance_worker_runs_beside_the_owner_with_its_settings() -> None:
+    argv, env, service = service_process("maintain", {})
+    assert argv == ["commit-owner", "maintain", "--every", "600"]
+    assert service["restart"] == "unless-stopped" and service["image"] == compose_file()["services"]["owner"]["image"]
+    assert service["depends_on"]["owner"]["condition"] == "service_healthy"
+    _, owner_env, _ = owner_process({})
+    for key in ("COMMIT_OWNER_DATABASE_URL", "COMMIT_OWNER_S3_ENDPOINT_URL", "COMMIT_OWNER_S3_REGION",
+                "COMMIT_OWNER_S3_ACCESS_KEY_ID", "COMMIT_OWNER_S3_SECRET_ACCESS_KEY"):
+        assert env[key] == owner_env[key], key  # the same database and bucket as the owner's
+    assert service_process("maintain", {"MAINTAIN_EVERY_SECONDS": "60"})[0][-1] == "60"
 
 
 @pytest.fixture
@@ -201,3 +268,77 @@ def test_the_compose_owner_boots_with_tokens_and_takes_commits_on_s3_warehouse(
         assert again.wait(30) == 0
     assert "already present" in log_path.read_text()
 
+
+
+def test_the_compose_maintenance_worker_checkpoints_the_owners_tables_until_sigterm(
+        pg_database_factory: Any, moto_minio: MotoServer, tmp_path: Path) -> None:
+    """The owner and the `maintain` service as written, on one database and bucket (the stand-ins above):
+    a table committed through the owner gets its checkpoint from the worker's passes, delta-rs opens it,
+    and SIGTERM (compose's stop) ends the worker with exit 0."""
+    import boto3
+    import deltalake
+
+    from client import CommitOwnerClient
+    from client.contract.layout import checkpoint_file_names
+    from coordinator.security.tokens import new_token
+    from tests.support import ID_SCHEMA, next_ict, wait_until
+
+    token = new_token()[2]
+    argv, env, _ = owner_process({"OWNER_ADMIN_TOKEN": token})
+    key, secret = env["COMMIT_OWNER_S3_ACCESS_KEY_ID"], env["COMMIT_OWNER_S3_SECRET_ACCESS_KEY"]
+    s3 = boto3.client("s3", endpoint_url=moto_minio.endpoint, aws_access_key_id=key, aws_secret_access_key=secret,
+                      region_name=env["COMMIT_OWNER_S3_REGION"])
+    s3.create_bucket(Bucket="warehouse")
+    port = free_port()
+    stand_ins = {"COMMIT_OWNER_DATABASE_URL": pg_database_factory(), "COMMIT_OWNER_S3_ENDPOINT_URL": moto_minio.endpoint,
+                 "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+                 # the code under test when it is not the installed one (a second checkout beside the venv's)
+                 **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
+    env.update(stand_ins, COMMIT_OWNER_HOST="127.0.0.1", COMMIT_OWNER_PORT=str(port))
+    endpoint = f"http://127.0.0.1:{port}"
+    with open(tmp_path / "owner.log", "wb") as log:
+        owner = subprocess.Popen(argv, env=env, cwd=str(tmp_path), stdout=log, stderr=subprocess.STDOUT)
+    worker: subprocess.Popen[str] | None = None
+    try:
+        wait_http(endpoint + "/readyz", timeout=60, proc=owner)
+        created = subprocess.run(
+            ["commit-owner", "tables", "create", "--location", "s3://warehouse/compose/kept", "--schema",
+             json.dumps(ID_SCHEMA), "--endpoint", endpoint], env={**env, "COMMIT_OWNER_TOKEN": token},
+            cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
+        assert created.returncode == 0, created.stderr
+        client = CommitOwnerClient(endpoint, token=token, deadline=30)
+        table = client.get_table(location="s3://warehouse/compose/kept")
+        for v in range(1, 13):
+            client.commit(table.table_id, v, [{"commitInfo": {"inCommitTimestamp": next_ict(), "operation": "WRITE"}}])
+        client.backfill_to_version(table.table_id, 12)
+
+        # the worker, as compose runs it, one pass a second
+        wargv, wenv, _ = service_process("maintain", {"MAINTAIN_EVERY_SECONDS": "1"})
+        wenv.update(stand_ins)
+        worker = subprocess.Popen(wargv, env=wenv, cwd=str(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+        checkpoint = f"compose/kept/_delta_log/{checkpoint_file_names(10)[0]}"
+        keys = lambda: {o["Key"] for o in s3.list_objects_v2(Bucket="warehouse").get("Contents", [])}  # noqa: E731
+        wait_until(lambda: checkpoint in keys() or worker.poll() is not None, timeout=60, what="checkpoint 10")
+        assert worker.poll() is None, worker.communicate()
+        time.sleep(2.5)  # a second and a third pass: nothing more to write, the worker keeps running
+        assert worker.poll() is None
+    finally:
+        if worker is not None and worker.poll() is None:
+            worker.send_signal(signal.SIGTERM)
+        owner.send_signal(signal.SIGTERM)
+        assert owner.wait(30) == 0
+    assert worker is not None
+    out, err = worker.communicate(timeout=30)
+    assert worker.returncode == 0, err[-3000:]
+    passes = [json.loads(line) for line in err.splitlines() if line.startswith('{"tables"')]
+    assert len(passes) >= 2, err[-3000:]
+    [first] = [p["tables"] for p in passes if p["checkpointsWritten"]]
+    assert [(t["location"], t["written"]) for t in first] == [("s3://warehouse/compose/kept", [10])]
+    assert all(p["failures"] == [] for p in passes)
+    last = json.loads(s3.get_object(Bucket="warehouse", Key="compose/kept/_delta_log/_last_checkpoint")["Body"].read())
+    assert last["version"] == 10
+    dt = deltalake.DeltaTable("s3://warehouse/compose/kept", storage_options={
+        "AWS_ENDPOINT_URL": moto_minio.endpoint, "AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret,
+        "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true"})
+    assert dt.version() == 12

@@ -8,7 +8,7 @@ import subprocess
 from html.parser import HTMLParser
 from pathlib import Path
 
-from tests.ops.helpers import call, post_commit
+from tests.ops.helpers import call, name_a_table, post_commit
 from tests.support import Service, actions, create_owned_table, delta_file
 
 CHROMIUM = "/usr/bin/chromium"
@@ -75,21 +75,29 @@ def test_status_page_shows_tables_backlog_and_recent_errors_in_a_browser(manual_
                            {"X-Request-Id": "ops-status-1"})
     assert status == 409 and body["error"]["code"] == "FOREIGN_COMMIT_FILE"
 
+    name, named_loc = name_a_table(svc)
+    named_id = svc.client().get_table(location=named_loc).table_id
+
     dom = render_in_chromium(svc.endpoint + "/", tmp_path / "chromium-profile")
     parsed = _Tables()
     parsed.feed(dom)
     header = parsed.tables["tables"][0][1]
-    assert header[:8] == ["table id", "location", "status", "accepting", "latest", "backfilled", "backlog", "lag"]
+    assert header[:9] == ["table id", "name", "location", "status", "accepting", "latest", "backfilled", "backlog",
+                          "lag"]
     rows = {attrs.get("data-table-id"): cells for attrs, cells in parsed.tables["tables"][1:]}
 
     behind = rows[behind_id]
-    assert behind[2:7] == ["ACTIVE", "yes", "2", "0", "2"]
-    assert behind[7].endswith(("s", "m", "h")) and float(behind[7][:-1]) >= 0  # lag of the oldest commit
-    assert behind[8].endswith("Z")  # last commit time
+    assert behind[1] == ""  # registered without a name
+    assert behind[3:8] == ["ACTIVE", "yes", "2", "0", "2"]
+    assert behind[8].endswith(("s", "m", "h")) and float(behind[8][:-1]) >= 0  # lag of the oldest commit
+    assert behind[9].endswith("Z")  # last commit time
 
     fenced = rows[fenced_id]
-    assert fenced[2:7] == ["FENCED", "no", "1", "0", "1"]
-    assert "fenced" in fenced[9]
+    assert fenced[3:8] == ["FENCED", "no", "1", "0", "1"]
+    assert "fenced" in fenced[10]
+
+    named = rows[named_id]
+    assert named[1] == name and named[2] == named_loc and named[3] == "ACTIVE"
 
     errors = parsed.tables["errors"][1:]
     [err] = [cells for _, cells in errors if "ops-status-1" in cells]
