@@ -183,13 +183,19 @@ class CommitOwnerClient:
         return CommitsPage.from_json(self._call("GET", path))
 
     def backfill_to_version(
-        self, table_id: str, version: int, last_known_backfilled_version: int | None = None
+        self, table_id: str, version: int, last_known_backfilled_version: int | None = None,
+        *, deadline: float | None = None,
     ) -> TableInfo:
-        """Return once every version <= ``version`` exists as ``_delta_log/<v>.json``."""
+        """Return once every version <= ``version`` exists as ``_delta_log/<v>.json``.
+
+        ``deadline`` bounds this call's retries (default: the client's). Raises PermissionDeniedError (it
+        needs the admin right), UnavailableError (e.g. the owner runs no backfiller), TableNotFoundError.
+        """
         body: dict[str, Any] = {"version": int(version)}
         if last_known_backfilled_version is not None:
             body["lastKnownBackfilledVersion"] = int(last_known_backfilled_version)
-        return TableInfo.from_json(self._call("POST", f"/tables/{table_id}/backfill", json_body=body))
+        return TableInfo.from_json(self._call("POST", f"/tables/{table_id}/backfill", json_body=body,
+                                              deadline=deadline))
 
     def get_table(self, table_id: str | None = None, *, location: str | None = None) -> TableInfo:
         """Look a table up by id or by location. Raises TableNotFoundError."""
@@ -291,6 +297,7 @@ class CommitOwnerClient:
         body: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         unknown_outcome: bool = False,
+        deadline: float | None = None,
     ) -> Any:
         hdrs = {"Accept": "application/json"}
         if headers:
@@ -305,6 +312,9 @@ class CommitOwnerClient:
         reading = method == "GET"
         what = f"{method} {path.split('?')[0]}"
         sent_any = False
+        # the first contact's budget: the caller's own bound for this kind of call, if that is shorter
+        budget = self.deadline if deadline is None else deadline
+        first_budget = min(self.first_contact_deadline, self.connect_deadline if reading else budget)
         while True:
             sent = False
             connecting = False
@@ -314,7 +324,7 @@ class CommitOwnerClient:
                 if conn.sock is None:
                     connecting = True
                     if first_contact:
-                        self._connect(conn, started, self.first_contact_deadline)
+                        self._connect(conn, started, first_budget)
                     else:
                         self._connect(conn, started if reading else None, self.connect_deadline)
                     connecting = False
@@ -335,7 +345,7 @@ class CommitOwnerClient:
                 if connecting and first_contact:
                     # never reached: a wrong URL or a stopped owner, most likely; a few quick tries, no more
                     if attempt < self.first_contact_tries and self._retry(
-                            what, fault_name(e), attempt, started, self.first_contact_deadline,
+                            what, fault_name(e), attempt, started, first_budget,
                             of=self.first_contact_tries - 1):
                         continue
                     raise UnavailableError(self._never_reached(e, attempt, time.monotonic() - started)) from e
@@ -343,7 +353,7 @@ class CommitOwnerClient:
                     if self._retry(what, fault_name(e), attempt, started, self.connect_deadline):
                         continue
                     raise UnavailableError(self._unreachable(e, time.monotonic() - started)) from e
-                if self._retry(what, fault_name(e), attempt, started):
+                if self._retry(what, fault_name(e), attempt, started, budget):
                     continue
                 if unknown_outcome and sent_any:
                     raise CommitStateUnknownError(
@@ -360,7 +370,7 @@ class CommitOwnerClient:
             transient = status >= 500 or (err.retryable and not err.conflict and status != 429)
             if transient:
                 attempt += 1
-                if self._retry(what, f"{status} {err.code}", attempt, started):
+                if self._retry(what, f"{status} {err.code}", attempt, started, budget):
                     continue
                 if unknown_outcome and status != 503:
                     raise CommitStateUnknownError(f"gave up after {attempt} attempts: {err.message}") from err
