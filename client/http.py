@@ -168,6 +168,8 @@ class CommitOwnerClient:
                     except PermissionDeniedError:
                         # backfill needs the admin scope; a commit-only token waits for the owner's own backfiller
                         no_backfill_right = True
+                log.warning("commit owner at %s: table %s has a full backlog (429); waiting for its backfill, "
+                            "%.0f s left", self.endpoint, table_id, self.deadline - (time.monotonic() - started))
                 self._sleep(1, started)
 
     def get_commits(
