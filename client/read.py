@@ -91,7 +91,9 @@ def snapshot_table(snap: Snapshot, *, columns: Sequence[str] | None = None,
     pieces = []
     for add in sorted(snap.files, key=lambda a: str(a["path"])):
         path = str(add["path"])
-        data = pq.read_table(io.BytesIO(files.read(path if "://" in path else unquote(path))), columns=stored)
+        parquet = pq.ParquetFile(io.BytesIO(files.read(path if "://" in path else unquote(path))))
+        present = set(parquet.schema_arrow.names)
+        data = parquet.read(columns=[c for c in stored if c in present])
         n = data.num_rows
         values = add.get("partitionValues") or {}
         arrays = []
@@ -100,8 +102,10 @@ def snapshot_table(snap: Snapshot, *, columns: Sequence[str] | None = None,
             if c in partitions:
                 v = values.get(c)
                 arrays.append(pa.nulls(n, t) if v is None else pa.array([v] * n, pa.string()).cast(t))
-            else:
+            elif c in present:
                 arrays.append(data.column(c).cast(t))
+            else:  # a column added to the table after this file was written
+                arrays.append(pa.nulls(n, t))
         pieces.append(pa.Table.from_arrays(arrays, schema=out_schema))
     return pa.concat_tables(pieces) if pieces else out_schema.empty_table()
 
