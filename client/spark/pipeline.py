@@ -24,8 +24,6 @@ from ..http import CommitOwnerClient
 from ..read import check_readable
 from .stats import collect_data_files
 
-# Reader features this reader does not implement: refuse instead of returning wrong rows.
-
 
 def _spark_path(location: str) -> str:
     """The path Spark's Hadoop file systems understand for an owner location (``s3://`` -> ``s3a://``)."""
