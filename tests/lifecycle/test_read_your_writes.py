@@ -169,3 +169,30 @@ def snap_table_id(loc: str, owner: client.CommitOwnerClient) -> str:
     ref = load_snapshot(loc, client=owner).owner
     assert ref is not None and ref.table_id is not None
     return ref.table_id
+
+
+def test_read_table_reads_a_column_added_after_a_file_was_written_as_nulls(owner: client.CommitOwnerClient,
+                                                                          tmp_path: Path) -> None:
+    """A metaData commit through the owner adds a column (as a schema-evolving engine would): the older file
+    has no such column, and read_table gives it nulls, as delta-rs does once the commit is published."""
+    import json
+
+    from client.actions import next_in_commit_timestamp
+
+    where = tmp_path / "evolved"
+    loc = where.as_uri()
+    client.write_table(batch(0), loc, client=owner, wait_published=False)
+    snap = load_snapshot(loc, client=owner)
+    schema = snap.schema
+    schema["fields"].append({"name": "extra", "type": "string", "nullable": True, "metadata": {}})
+    ict = next_in_commit_timestamp(snap.in_commit_timestamp)
+    table_id = snap_table_id(loc, owner)
+    owner.commit(table_id, snap.version + 1, [
+        {"commitInfo": {"inCommitTimestamp": ict, "timestamp": ict, "operation": "SET TBLPROPERTIES"}},
+        {"metaData": {**snap.metadata, "schemaString": json.dumps(schema)}},
+    ])
+    got = client.read_table(loc, client=owner)
+    assert got.column_names == ["id", "name", "day", "part", "n", "extra"]
+    assert got.column("extra").null_count == got.num_rows == 3
+    owner.backfill_to_version(table_id, snap.version + 1)
+    assert rows(DeltaTable(str(where)).to_pyarrow_table()) == rows(got)
