@@ -1,13 +1,15 @@
 """Python client of delta-commit-owner: the Delta commit-owner contract over HTTP.
 
 Imports only the standard library, so Spark drivers and ops scripts need nothing else. :func:`write_table`
-writes pyarrow, pandas or Polars data to an owned table (it imports pyarrow when called).
+writes pyarrow, pandas or Polars data to an owned table and :func:`read_table` reads it back through the owner
+(both import pyarrow when called).
 """
 
 from .contract.errors import *  # noqa: F401,F403
 from .contract.errors import __all__ as _errors_all
 from .http import CommitOwnerClient, encode_actions
 from .models import Commit, CommitsPage, TableInfo
+from .read import read_table
 from .write import write_table
 
-__all__ = ["CommitOwnerClient", "Commit", "CommitsPage", "TableInfo", "encode_actions", "write_table", *_errors_all]
+__all__ = ["CommitOwnerClient", "Commit", "CommitsPage", "TableInfo", "encode_actions", "read_table", "write_table", *_errors_all]

@@ -14,7 +14,9 @@
    winners' commits the refusal carried (:func:`rebase`), and the writer waits a jittered, growing moment
    (:mod:`client.backoff`) before it tries again, so that a crowd of losers does not come back at once;
 4. whenever the write ends without a commit, the writer deletes its folder, so a failed write changes nothing
-   (after CommitStateUnknownError the files are kept: the commit may have landed and reference them).
+   (after CommitStateUnknownError the files are kept: the commit may have landed and reference them);
+5. with ``wait_published`` (the default) the writer returns once its version is published as
+   ``_delta_log/<v>.json`` (:func:`client.publish.await_published`), so that any Delta reader sees the write.
 
 Standard library only at import time.
 """
@@ -40,6 +42,7 @@ from .contract.errors import (
 from .contract.layout import new_batch_folder, normalize_location
 from .http import ENDPOINT_ENV, CommitOwnerClient
 from .models import carried_commits
+from .publish import await_published
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +61,9 @@ class WriteResult:
     num_files: int
     num_records: int
     rebases: int
+    #: The table's published version when the write returned (>= ``version`` once the write waited for its
+    #: publication: every Delta reader sees it); None when the writer did not wait (``wait_published=False``).
+    published_version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -79,6 +85,7 @@ class WriteOptions:
     full_name: str | None = None
     storage_options: Mapping[str, Any] | None = None
     before_commit: Callable[[int], None] | None = None
+    wait_published: bool = True
 
     @classmethod
     def collect(cls, arguments: Mapping[str, Any]) -> WriteOptions:
@@ -281,7 +288,9 @@ def write_and_commit(
                 committed = True  # it may have landed: keep the files it would reference
                 raise
             committed = True
-            return WriteResult(location, version, len(files), num_records, rebases)
+            published = await_published(owner, table_id, version, location=location) if options.wait_published \
+                else None
+            return WriteResult(location, version, len(files), num_records, rebases, published)
     finally:
         if not committed:
             try:

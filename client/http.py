@@ -1,9 +1,14 @@
 """The synchronous HTTP client of the commit owner (standard library only, safe to share across threads).
 
 Transient failures (connection errors, timeouts, 503, 5xx) are retried with exponential backoff,
-full jitter and a total deadline. Reads (GET) give up on an owner that cannot be connected to after
+full jitter and a total deadline, and every retry is logged (a warning naming the endpoint, the fault, the
+retry's number and the time left). A client that has never reached its owner gives up after
+``FIRST_CONTACT_TRIES`` quick tries (within ``FIRST_CONTACT_DEADLINE`` seconds) when it cannot connect: a
+refused connection on the first contact is almost always a wrong URL or a stopped owner, not a fault worth
+two minutes of waiting, and the UnavailableError says which URL and what to check. Once the owner answered,
+connection errors are retried as transient (an owner restarting is worth waiting for): reads (GET) for
 ``connect_deadline`` (10 s by default), so a reader whose table names an owner that moved or stopped fails
-quickly with an UnavailableError that says where the endpoint came from. Commits always carry an
+quickly with an UnavailableError that says where the endpoint came from, writes for ``deadline``. Commits always carry an
 idempotency key (one is generated when the caller gives none) and every retry reuses it, so a retry
 after a lost reply can never create a second version: the owner answers it with the original result.
 """
@@ -12,6 +17,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
+import socket
 import threading
 import time
 import uuid
@@ -37,8 +44,17 @@ _NO_BODY = object()
 #: Environment variable naming the owner's endpoint: the default of writers without ``endpoint=``, and for
 #: readers an override of the endpoint a table's properties name (e.g. after the owner moved).
 ENDPOINT_ENV = "COMMIT_OWNER_ENDPOINT"
-#: Default seconds a read (GET) keeps retrying an owner it cannot connect to.
+#: Default seconds a read (GET) keeps retrying an owner it cannot connect to (once it was reached).
 READ_CONNECT_DEADLINE = 10.0
+#: Tries to connect to an owner this client has never reached before it gives up ...
+FIRST_CONTACT_TRIES = 3
+#: ... and the seconds those tries may take in all (each connect attempt is bounded by what is left).
+FIRST_CONTACT_DEADLINE = 3.0
+#: The pause before the first of those retries (doubling for the next): an owner still binding its port gets
+#: a moment, a wrong URL fails in about a second.
+FIRST_CONTACT_PAUSE = 0.25
+
+log = logging.getLogger(__name__)
 
 
 def encode_actions(actions: Actions) -> bytes:
@@ -62,7 +78,9 @@ class CommitOwnerClient:
     :param timeout: seconds for one HTTP request.
     :param deadline: total seconds a call may spend retrying transient failures.
     :param connect_deadline: seconds a read (GET) may spend failing to connect before it raises
-        UnavailableError; writes keep ``deadline``, since an owner restarting is worth waiting for.
+        UnavailableError; writes keep ``deadline``, since an owner restarting is worth waiting for. Both apply
+        once the owner has answered this client; before that, ``first_contact_tries`` quick tries within
+        ``first_contact_deadline`` seconds decide (a wrong URL or a stopped owner fails within seconds).
     :param origin: where ``endpoint`` came from (e.g. a table property), said in the unreachable error.
     """
 
@@ -77,6 +95,8 @@ class CommitOwnerClient:
         backoff_max: float = 2.0,
         connect_deadline: float = READ_CONNECT_DEADLINE,
         origin: str | None = None,
+        first_contact_tries: int = FIRST_CONTACT_TRIES,
+        first_contact_deadline: float = FIRST_CONTACT_DEADLINE,
     ) -> None:
         parts = urlsplit(endpoint.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -93,6 +113,10 @@ class CommitOwnerClient:
         self.backoff_max = backoff_max
         self.connect_deadline = connect_deadline
         self.origin = origin
+        self.first_contact_tries = first_contact_tries
+        self.first_contact_deadline = first_contact_deadline
+        #: True once the owner answered a request of this client (any status).
+        self.reached = False
         self._local = threading.local()
 
     # -- the Delta commit-owner contract ------------------------------------------------------------
@@ -144,6 +168,8 @@ class CommitOwnerClient:
                     except PermissionDeniedError:
                         # backfill needs the admin scope; a commit-only token waits for the owner's own backfiller
                         no_backfill_right = True
+                log.warning("commit owner at %s: table %s has a full backlog (429); waiting for its backfill, "
+                            "%.0f s left", self.endpoint, table_id, self.deadline - (time.monotonic() - started))
                 self._sleep(1, started)
 
     def get_commits(
@@ -159,13 +185,19 @@ class CommitOwnerClient:
         return CommitsPage.from_json(self._call("GET", path))
 
     def backfill_to_version(
-        self, table_id: str, version: int, last_known_backfilled_version: int | None = None
+        self, table_id: str, version: int, last_known_backfilled_version: int | None = None,
+        *, deadline: float | None = None,
     ) -> TableInfo:
-        """Return once every version <= ``version`` exists as ``_delta_log/<v>.json``."""
+        """Return once every version <= ``version`` exists as ``_delta_log/<v>.json``.
+
+        ``deadline`` bounds this call's retries (default: the client's). Raises PermissionDeniedError (it
+        needs the admin right), UnavailableError (e.g. the owner runs no backfiller), TableNotFoundError.
+        """
         body: dict[str, Any] = {"version": int(version)}
         if last_known_backfilled_version is not None:
             body["lastKnownBackfilledVersion"] = int(last_known_backfilled_version)
-        return TableInfo.from_json(self._call("POST", f"/tables/{table_id}/backfill", json_body=body))
+        return TableInfo.from_json(self._call("POST", f"/tables/{table_id}/backfill", json_body=body,
+                                              deadline=deadline))
 
     def get_table(self, table_id: str | None = None, *, location: str | None = None) -> TableInfo:
         """Look a table up by id or by location. Raises TableNotFoundError."""
@@ -215,12 +247,31 @@ class CommitOwnerClient:
         time.sleep(min(full_jitter(attempt, self.backoff_base, self.backoff_max), remaining))
         return True
 
-    def _connect(self, conn: http.client.HTTPConnection, read_started: float | None) -> None:
-        """Open the connection; a read's connect attempt is bounded by what is left of ``connect_deadline``."""
-        if read_started is None:
+    def _retry(self, what: str, fault: str, attempt: int, started: float, deadline: float | None = None,
+               *, of: int | None = None) -> bool:
+        """Wait before retry number ``attempt`` of ``what`` and say so (a warning); False when ``deadline`` is
+        spent. With ``of`` (a known number of retries) the waits are fixed and grow, 0.25 s, 0.5 s, ..."""
+        budget = self.deadline if deadline is None else deadline
+        remaining = budget - (time.monotonic() - started)
+        if remaining <= 0:
+            return False
+        if of is None:
+            delay = min(full_jitter(attempt, self.backoff_base, self.backoff_max), remaining)
+            count = f"retry {attempt}"
+        else:
+            delay = min(FIRST_CONTACT_PAUSE * 2 ** (attempt - 1), remaining)
+            count = f"retry {attempt}/{of}"
+        log.warning("commit owner at %s: %s failed (%s); %s in %.2f s (%.1f s left of %.0f s)",
+                    self.endpoint, what, fault, count, delay, remaining, budget)
+        time.sleep(delay)
+        return True
+
+    def _connect(self, conn: http.client.HTTPConnection, started: float | None, budget: float = 0.0) -> None:
+        """Open the connection; with ``started``, the attempt is bounded by what is left of ``budget`` seconds."""
+        if started is None:
             conn.connect()
             return
-        left = self.connect_deadline - (time.monotonic() - read_started)
+        left = budget - (time.monotonic() - started)
         conn.timeout = max(0.1, min(self.timeout, left))
         try:
             conn.connect()
@@ -233,6 +284,12 @@ class CommitOwnerClient:
         origin = f" ({self.origin})" if self.origin else ""
         return f"commit owner unreachable at {self.endpoint}{origin} after {waited:.1f} s: {e}"
 
+    def _never_reached(self, e: BaseException, tries: int, waited: float) -> str:
+        origin = f" ({self.origin})" if self.origin else ""
+        return (f"cannot reach the commit owner at {self.endpoint}{origin} ({fault_name(e)}; {tries} tries in "
+                f"{waited:.1f} s): is it running (`make run` or `commit-owner serve`), and is the endpoint right "
+                f"(${ENDPOINT_ENV}, --endpoint, endpoint=)?")
+
     def _call(
         self,
         method: str,
@@ -242,6 +299,7 @@ class CommitOwnerClient:
         body: bytes | None = None,
         headers: Mapping[str, str] | None = None,
         unknown_outcome: bool = False,
+        deadline: float | None = None,
     ) -> Any:
         hdrs = {"Accept": "application/json"}
         if headers:
@@ -254,20 +312,31 @@ class CommitOwnerClient:
         started = time.monotonic()
         attempt = 0
         reading = method == "GET"
+        what = f"{method} {path.split('?')[0]}"
+        sent_any = False
+        # the first contact's budget: the caller's own bound for this kind of call, if that is shorter
+        budget = self.deadline if deadline is None else deadline
+        first_budget = min(self.first_contact_deadline, self.connect_deadline if reading else budget)
         while True:
             sent = False
             connecting = False
+            first_contact = not self.reached
             try:
                 conn = self._connection()
                 if conn.sock is None:
                     connecting = True
-                    self._connect(conn, started if reading else None)
+                    if first_contact:
+                        self._connect(conn, started, first_budget)
+                    else:
+                        self._connect(conn, started if reading else None, self.connect_deadline)
                     connecting = False
+                sent_any = True  # from here on the owner may have received it, even if sending fails
                 conn.request(method, self._prefix + path, body=body, headers=hdrs)
                 sent = True
                 resp = conn.getresponse()
                 raw = resp.read()
                 status = resp.status
+                self.reached = True
             except (OSError, http.client.HTTPException) as e:
                 self.close()
                 if not sent and attempt == 0 and isinstance(e, (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError)):
@@ -275,13 +344,20 @@ class CommitOwnerClient:
                     attempt += 1
                     continue
                 attempt += 1
+                if connecting and first_contact:
+                    # never reached: a wrong URL or a stopped owner, most likely; a few quick tries, no more
+                    if attempt < self.first_contact_tries and self._retry(
+                            what, fault_name(e), attempt, started, first_budget,
+                            of=self.first_contact_tries - 1):
+                        continue
+                    raise UnavailableError(self._never_reached(e, attempt, time.monotonic() - started)) from e
                 if connecting and reading:
-                    if self._sleep(attempt, started, self.connect_deadline):
+                    if self._retry(what, fault_name(e), attempt, started, self.connect_deadline):
                         continue
                     raise UnavailableError(self._unreachable(e, time.monotonic() - started)) from e
-                if self._sleep(attempt, started):
+                if self._retry(what, fault_name(e), attempt, started, budget):
                     continue
-                if unknown_outcome:
+                if unknown_outcome and sent_any:
                     raise CommitStateUnknownError(
                         f"gave up after {attempt} attempts; the commit may or may not have landed: {e}"
                     ) from e
@@ -296,9 +372,24 @@ class CommitOwnerClient:
             transient = status >= 500 or (err.retryable and not err.conflict and status != 429)
             if transient:
                 attempt += 1
-                if self._sleep(attempt, started):
+                if self._retry(what, f"{status} {err.code}", attempt, started, budget):
                     continue
                 if unknown_outcome and status != 503:
                     raise CommitStateUnknownError(f"gave up after {attempt} attempts: {err.message}") from err
                 raise err
             raise err
+
+
+def fault_name(e: BaseException) -> str:
+    """A few words naming a transport fault, for messages: "connection refused", "connect timed out", ..."""
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(e, socket.gaierror):
+        return f"host name not found: {e.strerror or e}"
+    if isinstance(e, TimeoutError):
+        return "timed out"
+    if isinstance(e, ConnectionResetError):
+        return "connection reset"
+    if isinstance(e, http.client.RemoteDisconnected):
+        return "connection closed without a reply"
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__

@@ -144,6 +144,13 @@ class DataFiles:
             fs.makedirs(path.rsplit("/", 1)[0], exist_ok=True)
         fs.pipe_file(path, data)
 
+    def read(self, path: str) -> bytes:
+        """The bytes of a data file: ``path`` relative to the table root (already URI-decoded), or a full URI
+        inside the table's storage. Raises FileNotFoundError."""
+        if "://" in path:
+            return self._log.read_uri(path)
+        return bytes(self._log.fs.cat_file(self._path(path)))
+
     def remove_folder(self, rel: str) -> None:
         """Delete ``<table>/<rel>/`` and everything under it; nothing when it does not exist."""
         path = self._path(rel)

@@ -226,6 +226,7 @@ def write_table(
     full_name: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     before_commit: Callable[[int], None] | None = None,
+    wait_published: bool = True,
 ) -> WriteResult:
     """Write ``data`` (pyarrow Table / RecordBatchReader, pandas or Polars DataFrame) to the owned Delta table at
     ``location`` and commit it through the owner; the Python twin of ``client.spark.write_table``.
@@ -236,6 +237,12 @@ def write_table(
     ``{"key": ..., "secret": ..., "client_kwargs": {"endpoint_url": ...}}``). ``before_commit`` is called with
     the version about to be proposed, before every attempt. The data is held in memory (a RecordBatchReader is
     read whole), and each partition becomes one Parquet file, built in memory and then stored.
+
+    With ``wait_published`` (the default) it returns once the new version is published in ``_delta_log`` (the
+    owner is asked to backfill through it; at most :data:`client.publish.PUBLISH_WAIT_SECONDS`, then a warning),
+    so a plain Delta reader such as ``deltalake.DeltaTable(location)`` sees the write; ``WriteResult.
+    published_version`` says how far the table is published. ``wait_published=False`` returns right after the
+    commit (more writes per second; read them back with :func:`client.read_table`, which asks the owner).
 
     Raises TypeError for data of another kind; ValueError for a bad mode, a partition column, a column type with
     no Delta counterpart, or a schema that differs from the table's (all before any file is written);

@@ -21,10 +21,8 @@ from ..commit import WriteOptions, WriteResult, write_and_commit
 from ..contract.errors import TableChangedError
 from ..contract.layout import normalize_location
 from ..http import CommitOwnerClient
+from ..read import check_readable
 from .stats import collect_data_files
-
-# Reader features this reader does not implement: refuse instead of returning wrong rows.
-UNSUPPORTED_READER_FEATURES = {"columnMapping", "deletionVectors", "typeWidening", "variantType"}
 
 
 def _spark_path(location: str) -> str:
@@ -66,6 +64,7 @@ def write_table(
     full_name: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     before_commit: Callable[[int], None] | None = None,
+    wait_published: bool = True,
 ) -> WriteResult:
     """Write ``df`` to the owned Delta table at ``location`` and commit it through the owner.
 
@@ -75,6 +74,8 @@ def write_table(
     (``protocol="catalogManaged"`` makes it a catalog-managed table engines such as Sail read by name).
     Tables that name no owner endpoint (catalog-managed ones, e.g. created by Sail) need ``client`` or
     ``endpoint``.
+    ``wait_published`` (the default) returns once the version is published in ``_delta_log``, as for
+    :func:`client.write_table`.
     ``before_commit`` is called with the version about to be proposed, before every attempt (tracing, and
     tests that need a concurrent commit at a precise point). The checks, the commit, the rebase of a lost
     append and the clean-up are :func:`client.commit.write_and_commit`, shared with :func:`client.write_table`.
@@ -117,12 +118,7 @@ def read_table(
 
     snap = load_snapshot(location, version, client=client, token=token, storage_options=storage_options,
                          owner_endpoint=owner_endpoint)
-    features = set(snap.protocol.get("readerFeatures") or [])
-    unsupported = features & UNSUPPORTED_READER_FEATURES
-    if unsupported:
-        raise ValueError(
-            f"{snap.location} uses reader features {sorted(unsupported)}, which read_table does not support"
-        )
+    check_readable(snap)
     schema = StructType.fromJson(snap.schema)
     partition_by = snap.partition_columns
     data_schema = _data_schema(schema, partition_by)

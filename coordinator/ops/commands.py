@@ -132,6 +132,8 @@ def _backfill_via_api(endpoint: str, token: str | None, ref: str | None, to_vers
                 targets = [c.get_table(str(uuid.UUID(ref)))]
             except ValueError:
                 targets = [c.get_table(location=ref)]
+    except UnavailableError:
+        raise  # the owner cannot be reached: one line naming its URL (exit code 2), not a table's failure
     except CommitOwnerError as e:
         summary["failures"].append({"table": ref or "*", "reason": e.message})
         return summary

@@ -69,14 +69,14 @@ def test_a_stopped_owner_fails_the_read_within_the_bound_naming_endpoint_and_pro
     with pytest.raises(UnavailableError) as err:
         load_snapshot(path)
     waited = time.monotonic() - started
-    assert waited < 15, f"the read waited {waited:.1f} s for an owner nobody runs"
+    assert waited < 5, f"the read waited {waited:.1f} s for an owner nobody runs"
     message = err.value.message
     assert gone in message and f"table property {prop}" in message and path in message
     assert "owner_endpoint=" in message and ENDPOINT_ENV in message
     assert tree(path) == before  # a failed read changes nothing
 
     started = time.monotonic()
-    with pytest.raises(UnavailableError, match="unreachable"):
+    with pytest.raises(UnavailableError, match="cannot reach the commit owner"):
         load_snapshot(path, connect_deadline=1.0)
     assert time.monotonic() - started < 4  # the bound is the caller's to choose
 
