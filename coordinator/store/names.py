@@ -199,6 +199,18 @@ class NameStore:
             await conn.execute(update(table_names).where(table_names.c.table_id == table_id).values(**values))
 
 
+    async def fill_columns(self, table_id: str, seen_updated_at: int, columns: list[dict[str, Any]],
+                           properties: dict[str, str] | None) -> bool:
+        """Record the columns (and properties) read from a table's log, unless its name row changed since it was
+        read at ``seen_updated_at`` (a commit's newer schema wins). Returns whether it was recorded."""
+        values: dict[str, Any] = {"columns": columns}
+        if properties is not None:
+            values["properties"] = properties
+        async with self.db.tx(single=True) as conn:
+            res = await conn.execute(update(table_names).where(and_(
+                table_names.c.table_id == table_id, table_names.c.updated_at == seen_updated_at)).values(**values))
+        return bool(res.rowcount)
+
 
 def _pair(r: Any) -> tuple[TableRow, NameRow]:
     return table_of(r), name_of(r)
