@@ -162,7 +162,7 @@ class Catalog:
     async def create_table(self, named: NameRow, location: str) -> tuple[TableRow, NameRow]:
         """Name and register a table: MANAGED at the location of its staging reservation (the writer writes
         version 0 itself), or EXTERNAL at an allowed location holding a Delta table (taken over at its
-        newest version)."""
+        newest version). The reply's columns are the log's when ``named`` has none."""
         if named.table_type not in TABLE_TYPES:
             raise InvalidArgumentError("table type must be MANAGED or EXTERNAL (views are not supported)")
         loc = normalize_location(location)
@@ -180,7 +180,7 @@ class Catalog:
             table = await self.service.register_staged_create(loc, staging.id, named)
         else:
             table = await self.service.register_existing(loc, named)
-        return table, dataclasses.replace(named, table_id=table.table_id)
+        return table, await self._with_log_columns(table, dataclasses.replace(named, table_id=table.table_id))
 
     async def create_managed(self, named: NameRow) -> tuple[TableRow, NameRow]:
         """Name and register a MANAGED table at a location allocated under the managed root (what Unity Catalog
