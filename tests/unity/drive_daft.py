@@ -4,7 +4,7 @@ service's: Daft wants pyarrow < 26).
 Usage: drive_daft.py ENDPOINT TOKEN READ_NAME... --create NEW_NAME. Reads each READ_NAME by name (Daft's
 ``load_table`` + ``read_deltalake``), then lets Daft create NEW_NAME as a MANAGED table without a location
 (``load_table(..., table_type="MANAGED")``: POST /tables with no storage_location and no columns), appends
-two rows to it with ``write_deltalake`` and reads it back by name. Prints one JSON object.
+two rows at its location with ``write_deltalake`` and reads it back by name. Prints one JSON object.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import warnings
 from typing import Any
 
 import daft
+from daft.io import IOConfig
 from daft.catalog.__unity import UnityCatalogClient
 
 
@@ -38,7 +39,9 @@ def main() -> None:
     created = uc.load_table(new_name, table_type="MANAGED")
     out["created"] = {"type": created.table_info.table_type, "location": created.table_uri,
                       "columns": [c.name for c in created.table_info.columns or []]}
-    daft.from_pydict({"id": [1, 2], "word": ["a", "b"]}).write_deltalake(created)
+    # A local location gets no vended credentials, and Daft takes a catalog table's IOConfig from those alone:
+    # it writes to the table's location (the catalog's answer) with an explicit, empty one.
+    daft.from_pydict({"id": [1, 2], "word": ["a", "b"]}).write_deltalake(created.table_uri, io_config=IOConfig())
     again = uc.load_table(new_name, operation="READ")
     out["created"]["rows"] = rows(daft.read_deltalake(again))
     print(json.dumps(out, default=str))
