@@ -7,6 +7,7 @@ from aiohttp import web
 from client.contract.errors import InvalidArgumentError
 
 from ..catalog import owned_name
+from .auth import REGISTER_FIELDS
 from .errors import json_body, json_response, only_params
 from .keys import SERVICE, VISIBLE
 from .parse import int_field, parse_uuid
@@ -14,7 +15,7 @@ from .parse import int_field, parse_uuid
 
 async def register_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    body = await json_body(request, {"location", "currentVersion", "commitDir", "name", "tableType"})
+    body = await json_body(request, REGISTER_FIELDS)
     location = body.get("location")
     if not isinstance(location, str):
         raise InvalidArgumentError("location is required and must be a string")

@@ -15,8 +15,8 @@ import warnings
 from typing import Any
 
 import daft
-from daft.io import IOConfig
 from daft.catalog.__unity import UnityCatalogClient
+from daft.io import IOConfig
 
 
 def rows(df: Any) -> list[dict[str, Any]]:
