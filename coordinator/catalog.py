@@ -28,11 +28,10 @@ from .columns import columns_of_metadata
 from .service import CommitService
 from .store import TableRow, now_ms
 from .store.names import NameStore
-from .store.rows import CatalogRow, NameRow, SchemaRow, StagingRow
+from .store.rows import EXTERNAL, MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow
 
 log = logging.getLogger("commit_owner.catalog")
 
-MANAGED, EXTERNAL = "MANAGED", "EXTERNAL"
 TABLE_TYPES = (MANAGED, EXTERNAL)
 
 

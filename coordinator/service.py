@@ -328,11 +328,12 @@ class CommitService:
 
     async def _record_columns(self, table_id: str, version: int, metadata: dict[str, Any]) -> None:
         """A ratified commit changed the table's metadata: its name (if it has one) now lists the new schema's
-        columns (decision 38). The commit stands whatever happens here: a failure is logged, and the next
-        commit with a ``metaData`` action records the schema again."""
+        columns, and (unless MANAGED) its configuration as the properties (decision 38). The commit stands
+        whatever happens here: a failure is logged, and the next commit with a ``metaData`` records it again."""
+        conf = metadata.get("configuration") or {}
         try:
-            await self.names.update_metadata(table_id, columns=columns_of_metadata(metadata), properties=None,
-                                             comment=None)
+            await self.names.record_log_metadata(table_id, columns_of_metadata(metadata),
+                                                 {str(k): str(v) for k, v in conf.items()})
         except Exception as e:  # the commit is ratified; its columns are only a catalog record
             log.warning("table %s: the columns of version %d were not recorded: %s", table_id, version, e)
 

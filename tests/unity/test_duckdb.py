@@ -127,15 +127,18 @@ def test_duckdb_reads_a_table_of_write_table_by_name_and_sees_a_schema_change_co
     con = connect(owner)
     assert con.execute("SELECT * FROM uc.demo.written ORDER BY id").fetchall() == [(1, "a"), (2, "b")]
 
-    # A commit through the owner adds a column: the name's columns follow once it is ratified.
+    # A commit through the owner adds a column and a property: the name's record follows once it is ratified.
     schema = json.loads(md["schemaString"])
     schema["fields"].append({"name": "score", "type": "double", "nullable": True, "metadata": {}})
+    configuration = {**md["configuration"], "team.owner": "analytics"}
     latest = client.get_table(record["table_id"]).latest_table_version
     client.commit(record["table_id"], latest + 1, [
         commit_info("ADD COLUMNS", in_commit_timestamp=now_ms(), read_version=latest),
-        {"metaData": {**md, "schemaString": json.dumps(schema)}}])
-    assert [(c["name"], c["type_text"], c["position"]) for c in listed(owner, "written")["columns"]] == [
+        {"metaData": {**md, "schemaString": json.dumps(schema), "configuration": configuration}}])
+    after = listed(owner, "written")
+    assert [(c["name"], c["type_text"], c["position"]) for c in after["columns"]] == [
         ("id", "bigint", 0), ("word", "string", 1), ("score", "double", 2)]
+    assert {k: v for k, v in after["properties"].items() if k != "io.unitycatalog.tableId"} == configuration
     deadline = time.monotonic() + 30
     while client.get_table(record["table_id"]).latest_backfilled_version < latest + 1:  # DuckDB reads _delta_log
         assert time.monotonic() < deadline, "the backfiller did not publish the schema change"
