@@ -75,6 +75,9 @@ def test_duckdb_reads_a_table_created_without_columns_with_the_logs_columns_in_s
         "ok": [True, False], "day": pa.array([datetime.date(2026, 1, 1), datetime.date(2026, 1, 2)]),
         "at": pa.array([datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)] * 2, pa.timestamp("us", "UTC")),
         "price": pa.array([decimal.Decimal("1.25"), decimal.Decimal("2.50")], pa.decimal128(10, 2)),
+        "tags": pa.array([["t"], []], pa.list_(pa.string())),
+        "kv": pa.array([[("k", 1)], []], pa.map_(pa.string(), pa.int64())),
+        "pt": pa.array([{"x": 1, "y": "a"}, {"x": 2, "y": "b"}], pa.struct([("x", pa.int32()), ("y", pa.string())])),
         "part": ["p", "q"],
     })
     write_deltalake(location[len("file://"):], data, partition_by=["part"])
@@ -85,22 +88,26 @@ def test_duckdb_reads_a_table_created_without_columns_with_the_logs_columns_in_s
     fields = log_fields(location, 0)
     want = [(f["name"], t, n, i) for i, (f, t, n) in enumerate(zip(fields, [
         "tinyint", "smallint", "int", "bigint", "string", "double", "boolean", "date", "timestamp", "decimal(10,2)",
-        "string"], ["BYTE", "SHORT", "INT", "LONG", "STRING", "DOUBLE", "BOOLEAN", "DATE", "TIMESTAMP", "DECIMAL",
-                    "STRING"], strict=True))]
+        "array<string>", "map<string,bigint>", "struct<x:int,y:string>", "string"], [
+        "BYTE", "SHORT", "INT", "LONG", "STRING", "DOUBLE", "BOOLEAN", "DATE", "TIMESTAMP", "DECIMAL", "ARRAY", "MAP",
+        "STRUCT", "STRING"], strict=True))]
     for reply in (created, owner.table("demo", "typed"), listed(owner, "typed")):
         cols = reply["columns"]
         assert [(c["name"], c["type_text"], c["type_name"], c["position"]) for c in cols] == want
         assert [json.loads(c["type_json"]) for c in cols] == fields  # the log's field, verbatim
-        assert [c.get("partition_index") for c in cols] == [None] * 10 + [0]
+        assert [c.get("partition_index") for c in cols] == [None] * 13 + [0]
         assert (cols[9]["type_precision"], cols[9]["type_scale"]) == (10, 2)
 
     con = connect(owner)
-    rows = con.execute("SELECT b, s, i, l, word, f, ok, day, price, part FROM uc.demo.typed ORDER BY l").fetchall()
-    assert rows == [(1, 10, 100, 1000, "x", 1.5, True, datetime.date(2026, 1, 1), decimal.Decimal("1.25"), "p"),
-                    (2, 20, 200, 2000, "y", 2.5, False, datetime.date(2026, 1, 2), decimal.Decimal("2.50"), "q")]
+    rows = con.execute("SELECT b, s, i, l, word, f, ok, day, price, tags, kv, pt, part FROM uc.demo.typed "
+                       "ORDER BY l").fetchall()
+    assert rows == [(1, 10, 100, 1000, "x", 1.5, True, datetime.date(2026, 1, 1), decimal.Decimal("1.25"), ["t"],
+                     {"k": 1}, {"x": 1, "y": "a"}, "p"),
+                    (2, 20, 200, 2000, "y", 2.5, False, datetime.date(2026, 1, 2), decimal.Decimal("2.50"), [], {},
+                     {"x": 2, "y": "b"}, "q")]
     assert [r[1] for r in con.execute("DESCRIBE uc.demo.typed").fetchall()] == [
         "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "VARCHAR", "DOUBLE", "BOOLEAN", "DATE", "TIMESTAMP WITH TIME ZONE",
-        "DECIMAL(10,2)", "VARCHAR"]
+        "DECIMAL(10,2)", "VARCHAR[]", "MAP(VARCHAR, BIGINT)", "STRUCT(x INTEGER, y VARCHAR)", "VARCHAR"]
 
 
 def test_duckdb_reads_a_table_of_write_table_by_name_and_sees_a_schema_change_committed_through_the_owner(
