@@ -9,7 +9,7 @@ HOST   ?= $(or $(COMMIT_OWNER_HOST),127.0.0.1)
 PORT   ?= $(or $(COMMIT_OWNER_PORT),8080)
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint install install-test install-sail install-uc-client migrate clean config-docs test-system-deps chaos bench bench-smoke
+.PHONY: help run test lint install install-test install-sail install-uc-client install-daft migrate clean config-docs test-system-deps chaos bench bench-smoke
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -61,6 +61,18 @@ $(UC_VENV)/.stamp:
 
 install-uc-client: $(UC_VENV)/.stamp ## Create .venv-uc with unitycatalog-client (its pins clash with the service's)
 
+# Daft 0.7 wants pyarrow < 26 (the test extra has 26): its own virtualenv, driven by tests/unity/test_daft.py.
+# daft[unity] imports tenacity, and its writer pyiceberg (the iceberg extra), without depending on them. A failed
+# install is reported and those tests skip.
+DAFT_VENV ?= .venv-daft
+DAFT_PINS := 'daft[unity,deltalake,iceberg]>=0.7,<0.8' 'tenacity>=8'
+
+$(DAFT_VENV)/.stamp:
+	@$(PYTHON) -m venv $(DAFT_VENV) && $(DAFT_VENV)/bin/pip install --quiet $(DAFT_PINS) && touch $@ \
+	  || echo "!!! could not install $(DAFT_PINS) into $(DAFT_VENV): tests/unity/test_daft.py will skip !!!"
+
+install-daft: $(DAFT_VENV)/.stamp ## Create .venv-daft with Daft (its pyarrow pin clashes with the test extra's)
+
 migrate: install ## Create or upgrade the database schema
 	$(BIN)/commit-owner migrate --database-url '$(DB_URL)'
 
@@ -72,7 +84,7 @@ lint: install-test ## ruff and mypy (configured in pyproject.toml; part of make 
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: install-test install-sail install-uc-client lint ## Install test dependencies, lint, and run the whole suite
+test: install-test install-sail install-uc-client install-daft lint ## Install test dependencies, lint, and run the whole suite
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The status-page test drives Debian's Chromium headless; install it on a fresh machine (needs root or sudo).
@@ -96,4 +108,4 @@ bench: install-test ## Full benchmark (about 5 minutes): docs/bench/bench.{json,
 	$(BIN)/commit-owner bench --json docs/bench/bench.json --png docs/bench/bench.png --markdown docs/bench/bench.md
 
 clean: ## Remove the virtualenv, the embedded database and caches
-	rm -rf $(VENV) $(SAIL_VENV) $(UC_VENV) .stamp-* commit-owner.db* .pytest_cache bench-smoke.json
+	rm -rf $(VENV) $(SAIL_VENV) $(UC_VENV) $(DAFT_VENV) .stamp-* commit-owner.db* .pytest_cache bench-smoke.json

@@ -122,16 +122,20 @@ class CommitOwnerClient:
     # -- the Delta commit-owner contract ------------------------------------------------------------
 
     def register_table(
-        self, location: str, *, current_version: int = -1, commit_dir: str = COMMITS_DIR, name: str | None = None
+        self, location: str, *, current_version: int = -1, commit_dir: str = COMMITS_DIR, name: str | None = None,
+        table_type: str | None = None,
     ) -> TableInfo:
         """Register ``location`` with the owner; the table's version before ownership is ``current_version``.
-        ``name`` (``catalog.schema.table``, optional) makes it visible by name through the Unity Catalog API.
+        ``name`` (``catalog.schema.table``, optional) makes it visible by name through the Unity Catalog API,
+        as ``table_type`` (``MANAGED``: a catalogManaged table; default ``EXTERNAL``).
 
         Raises TableAlreadyExistsError, InvalidArgumentError, AlreadyExistsError, NotFoundError.
         """
         body: dict[str, Any] = {"location": location, "currentVersion": current_version, "commitDir": commit_dir}
         if name is not None:
             body["name"] = name
+        if table_type is not None:
+            body["tableType"] = table_type
         return TableInfo.from_json(self._call("POST", "/tables", json_body=body))
 
     def commit(

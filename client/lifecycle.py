@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .contract.delta_log import (
+    CATALOG_MANAGED,
     DEFAULT_OWNER_NAME,
     ICT_ENABLE,
     ICT_ENABLEMENT_TIMESTAMP,
@@ -157,7 +158,11 @@ def create_table(
     if list_log(storage).max_version >= 0:
         raise TableAlreadyExistsError(f"{storage.location} already holds a Delta table")
 
-    info = client.register_table(storage.location, current_version=-1, commit_dir=folder, name=full_name)
+    # A catalogManaged table is a MANAGED table of the owner's catalog (its commits are the catalog's); the others
+    # are EXTERNAL to it.
+    table_type = "MANAGED" if full_name is not None and gen is CATALOG_MANAGED else None
+    info = client.register_table(storage.location, current_version=-1, commit_dir=folder, name=full_name,
+                                 table_type=table_type)
     ict = now_ms()
     config = {**props, ICT_ENABLE: "true",
               **owner_properties(gen, owner_name=owner_name, owner_conf=conf, table_conf=info.table_conf)}

@@ -24,14 +24,14 @@ from client.contract.errors import (
 )
 from client.contract.layout import STAGED_COMMITS_DIR, normalize_location
 
+from .columns import columns_of_metadata
 from .service import CommitService
 from .store import TableRow, now_ms
 from .store.names import NameStore
-from .store.rows import CatalogRow, NameRow, SchemaRow, StagingRow
+from .store.rows import EXTERNAL, MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow
 
 log = logging.getLogger("commit_owner.catalog")
 
-MANAGED, EXTERNAL = "MANAGED", "EXTERNAL"
 TABLE_TYPES = (MANAGED, EXTERNAL)
 
 
@@ -79,13 +79,21 @@ def new_name(catalog: str, schema: str, name: str, table_type: str, *, columns: 
                    created_at=ts, updated_at=ts)
 
 
-def external_name(full_name: Any) -> NameRow:
-    """The name of a table registered through ``/api/v1/tables`` (``catalog.schema.table``): an EXTERNAL
-    DELTA table to the catalog, whose schema lives in its log only."""
+def owned_name(full_name: Any, table_type: Any = None, commit_dir: str | None = None) -> NameRow:
+    """The name of a table registered through ``/api/v1/tables`` (``catalog.schema.table``): a DELTA table whose
+    schema the catalog reads from its log; EXTERNAL unless ``table_type`` says MANAGED, which only a
+    catalogManaged table is (its commits staged in ``_staged_commits``, so that Unity Catalog clients may commit
+    to it by name too). Raises InvalidArgumentError."""
     if not isinstance(full_name, str):
         raise InvalidArgumentError("name must be a string of the form catalog.schema.table")
     catalog, schema, name = split_full_name(full_name, 3)
-    return new_name(catalog, schema, name, EXTERNAL)
+    table_type = EXTERNAL if table_type is None else table_type
+    if table_type not in TABLE_TYPES:
+        raise InvalidArgumentError("tableType must be MANAGED or EXTERNAL")
+    if table_type == MANAGED and commit_dir != STAGED_COMMITS_DIR:
+        raise InvalidArgumentError(f"tableType MANAGED is for catalogManaged tables: commitDir must be "
+                                   f"{STAGED_COMMITS_DIR}")
+    return new_name(catalog, schema, name, table_type)
 
 
 class Catalog:
@@ -153,7 +161,7 @@ class Catalog:
     async def create_table(self, named: NameRow, location: str) -> tuple[TableRow, NameRow]:
         """Name and register a table: MANAGED at the location of its staging reservation (the writer writes
         version 0 itself), or EXTERNAL at an allowed location holding a Delta table (taken over at its
-        newest version)."""
+        newest version). The reply's columns are the log's when ``named`` has none."""
         if named.table_type not in TABLE_TYPES:
             raise InvalidArgumentError("table type must be MANAGED or EXTERNAL (views are not supported)")
         loc = normalize_location(location)
@@ -171,14 +179,22 @@ class Catalog:
             table = await self.service.register_staged_create(loc, staging.id, named)
         else:
             table = await self.service.register_existing(loc, named)
-        return table, dataclasses.replace(named, table_id=table.table_id)
+        return table, await self._with_log_columns(table, dataclasses.replace(named, table_id=table.table_id))
+
+    async def create_managed(self, named: NameRow) -> tuple[TableRow, NameRow]:
+        """Name and register a MANAGED table at a location allocated under the managed root (what Unity Catalog
+        does for a create without ``storage_location``): a staging reservation used up at once. Its writer
+        writes version 0 there. Raises AlreadyExistsError, NotFoundError (no such schema)."""
+        staging = await self.reserve(named.catalog_name, named.schema_name, named.name)
+        return await self.create_table(named, staging.location)
 
     async def named(self, catalog: str, schema: str, name: str) -> tuple[TableRow, NameRow]:
         """Raises TableNotFoundError."""
         try:
-            return await self.names.get_named(catalog, schema, name)
+            table, row = await self.names.get_named(catalog, schema, name)
         except NotFoundError as e:
             raise TableNotFoundError(e.message) from None
+        return table, await self._with_log_columns(table, row)
 
     async def named_by_full_name(self, full_name: str) -> tuple[TableRow, NameRow]:
         catalog, schema, name = split_full_name(full_name, 3)
@@ -186,8 +202,31 @@ class Catalog:
 
     async def list_tables(self, catalog: str, schema: str, after: str | None,
                           limit: int) -> list[tuple[TableRow, NameRow]]:
-        return await self.names.list_named(check_name(catalog, "catalog_name"), check_name(schema, "schema_name"),
+        rows = await self.names.list_named(check_name(catalog, "catalog_name"), check_name(schema, "schema_name"),
                                            after, limit)
+        return [(t, await self._with_log_columns(t, n)) for t, n in rows]
+
+    async def _with_log_columns(self, table: TableRow, name: NameRow) -> NameRow:
+        """``name``, with the columns (and, when its creator sent none, the properties) of the table's log when
+        its creator sent no columns; recorded, so the log is read once per table (decision 40). A log without
+        a commit yet (a staged create before its version 0) is asked again next time."""
+        if name.columns:
+            return name
+        try:
+            metadata = await self.service.log_metadata(table)
+            if metadata is None:
+                return name
+            columns = columns_of_metadata(metadata)
+        except CommitOwnerError as e:
+            log.warning("table %s: its columns could not be read from its log: %s", table.table_id, e.message)
+            return name
+        conf = metadata.get("configuration")
+        properties = None
+        if not name.properties and isinstance(conf, dict):
+            properties = {str(k): str(v) for k, v in conf.items()}
+        await self.names.fill_columns(table.table_id, name.updated_at, columns, properties)
+        return dataclasses.replace(name, columns=columns,
+                                   properties=name.properties if properties is None else properties)
 
     async def name_of(self, table_id: str) -> NameRow | None:
         return await self.names.name_of(table_id)
@@ -222,5 +261,5 @@ class Catalog:
             log.warning("table %s lost its name; its registration stays: %s", table.table_id, e.message)
 
 
-__all__ = ["Catalog", "check_comment", "check_name", "check_properties", "external_name",
+__all__ = ["Catalog", "check_comment", "check_name", "check_properties", "owned_name",
            "new_name", "split_full_name"]

@@ -35,6 +35,8 @@ class CommitBody:
     in_commit_timestamp: int
     gives_up_ownership: bool
     actions: int
+    #: the commit's ``metaData`` action as written (None: the commit keeps the table's metadata)
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,7 @@ def parse_commit_body(data: bytes, *, max_line_bytes: int | None = None,
     ict: int | None = None
     gives_up = False
     metadata: tuple[int, TableMetadata] | None = None
+    raw_metadata: dict[str, Any] | None = None
     files: list[tuple[int, str, dict[str, Any]]] = []
     for n, line in enumerate(lines, start=1):
         key, value = _action(n, line, max_line_bytes)
@@ -67,14 +70,15 @@ def parse_commit_body(data: bytes, *, max_line_bytes: int | None = None,
             if clock is not None:
                 check_clock(ict, clock)
         elif key == "metaData":
-            metadata = (n, result)
+            metadata, raw_metadata = (n, result), value
             gives_up = not any(p in result.configuration for p in OWNER_PROPERTIES)
         elif key in ("add", "cdc"):
             files.append((n, key, value["partitionValues"]))
     assert ict is not None  # line 1 is commitInfo, whose check returns it
     if metadata is not None:
         check_partition_values(files, *metadata)
-    return CommitBody(data=data, in_commit_timestamp=ict, gives_up_ownership=gives_up, actions=len(lines))
+    return CommitBody(data=data, in_commit_timestamp=ict, gives_up_ownership=gives_up, actions=len(lines),
+                      metadata=raw_metadata)
 
 
 def _lines(data: bytes) -> list[str]:

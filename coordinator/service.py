@@ -42,12 +42,15 @@ from client.contract.layout import (
 from coordinator.security.roots import check_allowed, check_local_log, parse_root, parse_roots
 from coordinator.security.tokens import covers
 
+from .columns import columns_of_metadata
 from .commit_body import ClockRule, parse_commit_body
 from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names, newest_version
+from .log_metadata import newest_metadata
 from .settings import Settings
 from .storage import StorageRouter
 from .storage.base import FileInfo
 from .store import CommitRow, OwnershipStore, TableRow, now_ms, version_message
+from .store.names import NameStore
 from .store.rows import NameRow
 
 if TYPE_CHECKING:
@@ -134,6 +137,7 @@ class CommitService:
         self.backfiller = backfiller
         self.metrics = metrics
         self.roots = parse_roots(settings.allow_location)
+        self.names = NameStore(store)
         # A table's location and folder never change: cache them so a commit costs no extra read.
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
@@ -316,9 +320,27 @@ class CommitService:
             if created:
                 await self._remove_orphan(storage, path)
             raise
+        if body.metadata is not None:
+            await self._record_columns(table_id, ratified.version, body.metadata)
         if self.backfiller is not None:
             await self.backfiller.after_commit(table_id, ratified.version, data, releases)
         return ratified.to_json(place.location, place.commit_dir)
+
+    async def _record_columns(self, table_id: str, version: int, metadata: dict[str, Any]) -> None:
+        """A ratified commit changed the table's metadata: its name (if it has one) now lists the new schema's
+        columns, and (unless MANAGED) its configuration as the properties (decision 40). The commit stands
+        whatever happens here: a failure is logged, and the next commit with a ``metaData`` records it again."""
+        conf = metadata.get("configuration") or {}
+        try:
+            await self.names.record_log_metadata(table_id, columns_of_metadata(metadata),
+                                                 {str(k): str(v) for k, v in conf.items()})
+        except Exception as e:  # the commit is ratified; its columns are only a catalog record
+            log.warning("table %s: the columns of version %d were not recorded: %s", table_id, version, e)
+
+    async def log_metadata(self, table: TableRow) -> dict[str, Any] | None:
+        """The newest ``metaData`` action published in ``table``'s log (None: none found in its commit files).
+        Raises UnavailableError."""
+        return await newest_metadata(self.storage.for_uri(table.location), table.location)
 
     def clock_rule(self) -> ClockRule:
         return ClockRule(now_ms=now_ms(), max_skew_ms=int(self.settings.max_clock_skew_seconds * 1000))

@@ -36,7 +36,7 @@ log = logging.getLogger("commit_owner.auth")
 
 TOKENS = web.AppKey("tokens", TokenStore)
 
-REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name"}
+REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name", "tableType"}  # the body of registerTable
 
 
 def require(request: web.Request, action: str, location: str, *, on_disk: bool = False) -> None:

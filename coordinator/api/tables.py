@@ -6,7 +6,8 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
 
-from ..catalog import external_name
+from ..catalog import owned_name
+from .auth import REGISTER_FIELDS
 from .errors import json_body, json_response, only_params
 from .keys import SERVICE, VISIBLE
 from .parse import int_field, parse_uuid
@@ -14,7 +15,7 @@ from .parse import int_field, parse_uuid
 
 async def register_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    body = await json_body(request, {"location", "currentVersion", "commitDir", "name"})
+    body = await json_body(request, REGISTER_FIELDS)
     location = body.get("location")
     if not isinstance(location, str):
         raise InvalidArgumentError("location is required and must be a string")
@@ -22,7 +23,12 @@ async def register_table(request: web.Request) -> web.Response:
     commit_dir = body.get("commitDir")
     if commit_dir is not None and not isinstance(commit_dir, str):
         raise InvalidArgumentError("commitDir must be a string")
-    name = external_name(body["name"]) if body.get("name") is not None else None
+    if body.get("name") is not None:
+        name = owned_name(body["name"], body.get("tableType"), commit_dir)
+    elif body.get("tableType") is not None:
+        raise InvalidArgumentError("tableType is only for a table registered with a name")
+    else:
+        name = None
     table = await request.app[SERVICE].register_table(location, current, commit_dir,  # type: ignore[arg-type]
                                                       name=name)
     return json_response(table.to_json(), status=201)

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 
 from client.contract.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
 
-from .rows import CatalogRow, NameRow, SchemaRow, StagingRow, TableRow, now_ms, values_of
+from .rows import MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow, TableRow, now_ms, values_of
 from .schema import catalogs, schemas, staging_tables, table_names
 from .store import OwnershipStore
 from .tables import name_of, named_tables, table_of
@@ -198,6 +198,30 @@ class NameStore:
         async with self.db.tx(single=True) as conn:
             await conn.execute(update(table_names).where(table_names.c.table_id == table_id).values(**values))
 
+
+    async def record_log_metadata(self, table_id: str, columns: list[dict[str, Any]],
+                                  configuration: dict[str, str]) -> None:
+        """A ratified commit changed the table's metadata: its name (if any) lists the new columns and, unless
+        the table is MANAGED (whose writer reports its properties with each commit), the new configuration as
+        its properties."""
+        n = table_names.c
+        async with self.db.tx(single=True) as conn:
+            await conn.execute(update(table_names).where(n.table_id == table_id)
+                               .values(columns=columns, updated_at=now_ms()))
+            await conn.execute(update(table_names).where(and_(n.table_id == table_id, n.table_type != MANAGED))
+                               .values(properties=configuration))
+
+    async def fill_columns(self, table_id: str, seen_updated_at: int, columns: list[dict[str, Any]],
+                           properties: dict[str, str] | None) -> bool:
+        """Record the columns (and properties) read from a table's log, unless its name row changed since it was
+        read at ``seen_updated_at`` (a commit's newer schema wins). Returns whether it was recorded."""
+        values: dict[str, Any] = {"columns": columns}
+        if properties is not None:
+            values["properties"] = properties
+        async with self.db.tx(single=True) as conn:
+            res = await conn.execute(update(table_names).where(and_(
+                table_names.c.table_id == table_id, table_names.c.updated_at == seen_updated_at)).values(**values))
+        return bool(res.rowcount)
 
 
 def _pair(r: Any) -> tuple[TableRow, NameRow]:

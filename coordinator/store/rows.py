@@ -113,6 +113,9 @@ class SchemaRow:
     updated_at: int
 
 
+MANAGED, EXTERNAL = "MANAGED", "EXTERNAL"  # a named table's type (Unity Catalog's TableType)
+
+
 @dataclass(frozen=True)
 class NameRow:
     """A table's name and the attributes the Unity Catalog facade keeps for it."""

@@ -325,3 +325,27 @@ def test_the_janitor_removes_a_racing_losers_staged_file_once_old_and_keeps_the_
         assert w.load()["latest-table-version"] == 1
     finally:
         svc.stop()
+
+
+def test_a_table_named_through_api_v1_loads_with_its_logs_columns_in_both_apis(uc_service: Service) -> None:
+    """The columns come from one conversion of the log's schema: the 2.1 ColumnInfo rows and this API's struct."""
+    import pyarrow as pa
+
+    from client.write import write_table
+
+    w = V1Writer(uc_service).names()
+    loc = uc_service.backend.new_location()
+    write_table(pa.table({"id": pa.array([1], pa.int64()), "day": pa.array([1], pa.int32()), "part": ["p"]}), loc,
+                client=uc_service.client(), full_name=f"{w.catalog}.s.logged", partition_by=["part"],
+                storage_options=uc_service.backend.storage_options())
+    status, loaded = v1(uc_service, "GET", f"/catalogs/{w.catalog}/schemas/s/tables/logged")
+    assert status == 200, loaded
+    meta = loaded["metadata"]
+    assert meta["columns"] == {"type": "struct", "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "day", "type": "integer", "nullable": True, "metadata": {}},
+        {"name": "part", "type": "string", "nullable": True, "metadata": {}}]}
+    assert (meta["partition-columns"], meta["table-type"]) == (["part"], "EXTERNAL")
+    info = ok(uc_service, "GET", f"/tables/{w.catalog}.s.logged")
+    assert [(c["name"], c["type_text"], c.get("partition_index")) for c in info["columns"]] == [
+        ("id", "bigint", None), ("day", "int", None), ("part", "string", 0)]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from tests.support import Service, delta_file, ndjson, version0
 from tests.unity.conftest import COLUMNS, Writer, assert_uc_error, ok, picture, uc
 
@@ -210,6 +212,59 @@ def test_api_v1_refuses_a_bad_or_taken_name_and_changes_nothing(uc_service: Serv
         else:
             raise AssertionError(f"{name} was accepted")
         assert picture(uc_service, loc) == before
+
+
+def test_a_managed_table_without_a_location_gets_one_under_the_managed_root(uc_service: Service) -> None:
+    """What Polars' and Daft's create_table send: MANAGED, no storage_location (and Daft: no columns)."""
+    w = Writer(uc_service).names()
+    made = ok(uc_service, "POST", "/tables", {"name": "m", "catalog_name": w.catalog, "schema_name": w.schema,
+                                              "table_type": "MANAGED", "data_source_format": "DELTA",
+                                              "columns": COLUMNS})
+    assert made["storage_location"] == f"{uc_service.backend.managed_location()}/{made['table_id']}"
+    assert (made["table_type"], made["columns"]) == ("MANAGED", COLUMNS)
+    assert ok(uc_service, "GET", f"/tables/{w.catalog}.{w.schema}.m") == made
+    info = uc_service.client().get_table(made["table_id"])
+    assert (info.location, info.commit_dir, info.latest_table_version) == (made["storage_location"],
+                                                                           "_staged_commits", -1)
+
+
+def test_a_table_without_a_location_is_refused_unless_managed_and_changes_nothing(uc_service: Service) -> None:
+    w = Writer(uc_service).names()
+    w.create()
+    base = {"name": "x", "catalog_name": w.catalog, "schema_name": w.schema, "data_source_format": "DELTA"}
+    before = picture(uc_service, w.location)
+    for body, status_code, code, says in [
+        ({**base, "table_type": "EXTERNAL"}, 400, "INVALID_ARGUMENT", "storage_location is required"),
+        ({**base, "table_type": "EXTERNAL", "storage_location": ""}, 400, "INVALID_ARGUMENT", "storage_location"),
+        ({**base, "table_type": "MANAGED", "name": w.table}, 409, "ALREADY_EXISTS", w.table),
+        ({**base, "table_type": "MANAGED", "schema_name": "nope"}, 404, "NOT_FOUND", "nope"),
+        ({**base, "table_type": "MANAGED", "data_source_format": "PARQUET"}, 400, "INVALID_ARGUMENT", "DELTA"),
+        ({**base, "table_type": "MANAGED", "columns": [{"type_text": "int"}]}, 400, "INVALID_ARGUMENT", "columns[0]"),
+    ]:
+        status, payload = uc(uc_service, "POST", "/tables", body)
+        assert_uc_error(status, payload, status_code, code)
+        assert says in payload["message"], payload
+    assert picture(uc_service, w.location) == before
+
+
+def test_api_v1_names_a_catalog_managed_table_managed_and_refuses_a_type_that_does_not_fit(
+        uc_service: Service) -> None:
+    from client import InvalidArgumentError
+
+    w = Writer(uc_service).names()
+    c = uc_service.client()
+    loc = uc_service.backend.new_location()
+    before = picture(uc_service, loc)
+    for kw, says in [({"table_type": "MANAGED", "commit_dir": "_commits", "name": f"{w.full_name}1"}, "commitDir"),
+                     ({"table_type": "VIEW", "commit_dir": "_staged_commits", "name": f"{w.full_name}1"}, "tableType"),
+                     ({"table_type": "MANAGED", "commit_dir": "_staged_commits"}, "only for a table registered")]:
+        with pytest.raises(InvalidArgumentError, match=says):
+            c.register_table(loc, current_version=-1, **kw)
+        assert picture(uc_service, loc) == before
+    info = c.register_table(loc, current_version=-1, commit_dir="_staged_commits", name=f"{w.full_name}1",
+                            table_type="MANAGED")
+    got = ok(uc_service, "GET", f"/tables/{w.full_name}1")
+    assert (got["table_id"], got["table_type"], got["storage_location"]) == (info.table_id, "MANAGED", loc)
 
 
 def test_dropping_a_table_forgets_its_name_and_never_deletes_data(uc_service: Service) -> None:

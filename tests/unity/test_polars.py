@@ -1,6 +1,7 @@
 """Polars (``pl.Catalog``), a client nobody here wrote, against the owner's Unity Catalog API.
 
-Names resolve and an EXTERNAL table on local storage reads by name. Reading by name also asks
+Names resolve, an EXTERNAL table on local storage reads by name, and a MANAGED table created without a location
+(Polars' create_table) gets one under the managed root. Reading by name also asks
 ``POST /temporary-table-credentials``; for a local table the owner answers ``{expiration_time, url}`` without a
 cloud block and Polars reads the files itself (on S3: tests/unity/test_credentials.py). A catalog-managed table
 is refused by Polars itself.
@@ -68,7 +69,26 @@ def test_polars_refuses_a_catalog_managed_table(owner: Owner) -> None:
                                                           "metadata": {}}]},
                  client=owner.service.client(token=owner.token), protocol="catalogManaged",
                  full_name="main.demo.cm")
+    # write_table(protocol="catalogManaged") makes a MANAGED table of the catalog, with its log's columns
+    info = catalog(owner).get_table_info("main", "demo", "cm")
+    assert info.table_type == "MANAGED"
+    assert [(c.name, c.type_text, c.type_name, c.position) for c in info.columns or []] == [("id", "bigint", "LONG", 0)]
     # Polars 2.1: "DeltaError: Kernel error: Max catalog version error: Max catalog version is required when
     # loading a catalog-managed table. Use with_max_catalog_version()."
     with pytest.raises(Exception, match="Max catalog version is required"):
         catalog(owner).scan_table("main", "demo", "cm").collect()
+
+
+def test_polars_creates_a_managed_table_without_a_location_and_reads_it_by_name(owner: Owner) -> None:
+    """Polars' create_table sends MANAGED without storage_location: the owner allocates one under its managed
+    root, as Unity Catalog does, and answers the whole record; Polars then writes and reads the table by name."""
+    c = catalog(owner)
+    schema = {"id": pl.Int64, "word": pl.String, "price": pl.Decimal(10, 2), "small": pl.Int16}
+    info = c.create_table("main", "demo", "made", schema=schema, table_type="MANAGED", data_source_format="DELTA")
+    assert info.table_type == "MANAGED"
+    assert info.storage_location == f"{owner.backend.managed_location()}/{info.table_id}"
+    assert [(col.name, col.type_text) for col in info.columns or []] == [
+        ("id", "bigint"), ("word", "string"), ("price", "decimal(10,2)"), ("small", "smallint")]
+    df = pl.DataFrame({"id": [1, 2], "word": ["a", "b"], "price": [1, 2], "small": [3, 4]}, schema=schema)
+    c.write_table(df, "main", "demo", "made", delta_mode="append")
+    assert c.scan_table("main", "demo", "made").collect().sort("id").equals(df)

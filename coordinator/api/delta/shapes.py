@@ -19,6 +19,7 @@ from client.contract.delta_schema import SchemaError, parse_schema
 from client.contract.errors import InvalidArgumentError
 
 from ...catalog import MANAGED
+from ...columns import partition_columns_of, struct_of
 from ...store.rows import CommitRow, NameRow, TableRow
 
 CATALOG_MANAGED = "delta.feature.catalogManaged"
@@ -27,10 +28,6 @@ LAST_UPDATE_VERSION, LAST_COMMIT_TIMESTAMP = "delta.lastUpdateVersion", "delta.l
 # domain metadata -> the property this API derives from it
 DOMAIN_PROPERTIES = {"delta.clustering": "delta.clusteringColumns",
                      "delta.rowTracking": "delta.rowTracking.rowIdHighWaterMark"}
-# Unity Catalog's ColumnTypeName of a Delta primitive
-TYPE_NAMES = {"integer": "INT", "long": "LONG", "short": "SHORT", "byte": "BYTE", "float": "FLOAT",
-              "double": "DOUBLE", "boolean": "BOOLEAN", "string": "STRING", "binary": "BINARY", "date": "DATE",
-              "timestamp": "TIMESTAMP", "timestamp_ntz": "TIMESTAMP_NTZ", "variant": "VARIANT"}
 
 
 # This API spells the keys of array and map types in kebab case; Delta's schema format in camel case.
@@ -70,67 +67,6 @@ def check_names(value: Any, what: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
         raise InvalidArgumentError(f"{what} must be a list of names")
     return list(value)
-
-
-def _type_name(t: Any) -> str:
-    if isinstance(t, str):
-        return "DECIMAL" if t.startswith("decimal") else TYPE_NAMES.get(t, t.upper())
-    return str(t.get("type", "")).upper() if isinstance(t, dict) else "NULL"
-
-
-def _type_text(t: Any) -> str:
-    if isinstance(t, str):
-        return "int" if t == "integer" else "bigint" if t == "long" else t
-    if t.get("type") == "array":
-        return f"array<{_type_text(t.get('elementType'))}>"
-    if t.get("type") == "map":
-        return f"map<{_type_text(t.get('keyType'))},{_type_text(t.get('valueType'))}>"
-    return "struct<" + ",".join(f"{f.get('name')}:{_type_text(f.get('type'))}" for f in t.get("fields", [])) + ">"
-
-
-def to_columns(fields: list[dict[str, Any]], partition_columns: list[str]) -> list[dict[str, Any]]:
-    """ColumnInfo rows of Delta struct fields; a partition column not among the fields is refused."""
-    lower = [f["name"].lower() for f in fields]
-    for p in partition_columns:
-        if p.lower() not in lower:
-            raise InvalidArgumentError(f"partition column {p[:80]!r} is not a column of the table")
-    parts = [p.lower() for p in partition_columns]
-    out = []
-    for i, f in enumerate(fields):
-        col: dict[str, Any] = {"name": f["name"], "type_text": _type_text(f["type"]), "type_json": json.dumps(f),
-                               "type_name": _type_name(f["type"]), "position": i,
-                               "nullable": bool(f.get("nullable", True))}
-        comment = (f.get("metadata") or {}).get("comment")
-        if isinstance(comment, str):
-            col["comment"] = comment
-        if f["name"].lower() in parts:
-            col["partition_index"] = parts.index(f["name"].lower())
-        out.append(col)
-    return out
-
-
-def struct_of(columns: list[dict[str, Any]]) -> dict[str, Any]:
-    """The Delta struct type of ColumnInfo rows (their ``type_json``; a bare type name without one)."""
-    fields = []
-    for c in sorted(columns, key=lambda c: c.get("position", 0)):
-        try:
-            field = json.loads(c["type_json"]) if isinstance(c.get("type_json"), str) else None
-        except ValueError:
-            field = None
-        if not isinstance(field, dict):
-            field = {"name": c["name"], "type": str(c.get("type_name", "string")).lower(),
-                     "nullable": c.get("nullable", True), "metadata": {}}
-        fields.append(field)
-    return {"type": "struct", "fields": fields}
-
-
-def partition_columns_of(columns: list[dict[str, Any]]) -> list[str]:
-    parts = [c for c in columns if isinstance(c.get("partition_index"), int)]
-    return [c["name"] for c in sorted(parts, key=lambda c: c["partition_index"])]
-
-
-def with_partitions(columns: list[dict[str, Any]], partition_columns: list[str]) -> list[dict[str, Any]]:
-    return to_columns(struct_of(columns)["fields"], partition_columns)
 
 
 def protocol_properties(value: Any) -> dict[str, str]:

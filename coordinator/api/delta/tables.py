@@ -19,6 +19,7 @@ from client.contract.errors import InvalidArgumentError, TableChangedError, Tabl
 from client.contract.layout import normalize_location
 
 from ...catalog import EXTERNAL, MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
+from ...columns import partition_columns_of, to_columns, with_partitions
 from ...store.rows import NameRow, TableRow
 from ..auth import require
 from ..errors import json_body, json_response, only_params
@@ -126,7 +127,7 @@ async def create_table(request: web.Request) -> web.Response:
     ts = int_field(body, "last-commit-timestamp-ms", required=True, minimum=0)
     properties.update({shapes.LAST_UPDATE_VERSION: "0", shapes.LAST_COMMIT_TIMESTAMP: str(ts)})
     named = new_name(catalog_name, schema, check_name(body.get("name"), "name"),
-                     MANAGED if table_type == MANAGED else EXTERNAL, columns=shapes.to_columns(fields, partitions),
+                     MANAGED if table_type == MANAGED else EXTERNAL, columns=to_columns(fields, partitions),
                      properties=properties, comment=check_comment(body.get("comment")))
     table, name = await request.app[CATALOG].create_table(named, location)  # type: ignore[arg-type]
     return json_response(shapes.load_reply(table, name, []))
@@ -223,10 +224,10 @@ def _new_metadata(name: NameRow, actions: dict[str, dict[str, Any]], version: in
     columns, props, comment = name.columns, dict(name.properties), name.comment
     if "set-columns" in actions:
         fields = shapes.check_struct(actions["set-columns"].get("columns"))
-        columns = shapes.to_columns(fields, shapes.partition_columns_of(name.columns))
+        columns = to_columns(fields, partition_columns_of(name.columns))
     if "set-partition-columns" in actions:
         parts = shapes.check_names(actions["set-partition-columns"].get("partition-columns"), "partition-columns")
-        columns = shapes.with_partitions(columns, parts)
+        columns = with_partitions(columns, parts)
     if "set-properties" in actions:
         new = check_properties(actions["set-properties"].get("updates"))
         props.update(shapes.without_protocol(new))

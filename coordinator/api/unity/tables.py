@@ -30,14 +30,20 @@ async def create_staging_table(request: web.Request) -> web.Response:
 
 
 async def create_table(request: web.Request) -> web.Response:
-    """MANAGED + DELTA at a staging location, or EXTERNAL + DELTA at an allowed storage location."""
+    """MANAGED + DELTA at a staging location (or, without one, at a location allocated under the managed root),
+    or EXTERNAL + DELTA at an allowed storage location."""
     only_params(request, set())
     body = await json_body(request, TABLE_FIELDS)
-    location = body.get("storage_location")
-    if not isinstance(location, str) or not location:
-        raise InvalidArgumentError("storage_location is required and must be a string")
-    require(request, "admin", normalize_location(location), on_disk=True)
+    catalog = request.app[CATALOG]
     table_type = body.get("table_type")
+    location = body.get("storage_location")
+    if location is None and table_type == MANAGED:  # allocated under the managed root, as Unity Catalog does
+        require(request, "admin", catalog.managed_root() + "/x")
+    elif not isinstance(location, str) or not location:
+        raise InvalidArgumentError("storage_location is required and must be a string (only a MANAGED table may "
+                                   "leave it out: the catalog then allocates one under its managed root)")
+    else:
+        require(request, "admin", normalize_location(location), on_disk=True)
     if table_type not in TABLE_TYPES:
         raise InvalidArgumentError("table_type must be MANAGED or EXTERNAL (views are not supported)")
     if body.get("data_source_format") != "DELTA":
@@ -49,7 +55,10 @@ async def create_table(request: web.Request) -> web.Response:
                      MANAGED if table_type == MANAGED else table_type,
                      columns=check_columns(body.get("columns")), properties=check_properties(body.get("properties")),
                      comment=check_comment(body.get("comment")))
-    table, name = await request.app[CATALOG].create_table(named, location)
+    if location is None:
+        table, name = await catalog.create_managed(named)
+    else:
+        table, name = await catalog.create_table(named, location)
     return json_response(table_json(table, name))
 
 
