@@ -410,10 +410,13 @@ class CommitService:
         return table, rows
 
     async def commits_between(self, table_id: str, start: int, end: int | None) -> tuple[TableRow, list[CommitRow]]:
-        """The table and every ratified commit from ``start`` to ``end``, published or not, in one read."""
+        """The table and the ratified commits from ``start`` to ``end``, published or not, in one read: at most
+        ``get_commits_page_size`` of them, the lowest versions first. A reply with fewer commits than the range
+        holds is a page: the caller asks again from the version after the last one listed."""
         if end is not None and start > end:
             raise InvalidArgumentError(f"start version {start} is greater than end version {end}")
-        return await self.store.get_commits(table_id, start, end, backfilled=True)
+        return await self.store.get_commits(table_id, start, end, backfilled=True,
+                                            limit=self.settings.get_commits_page_size)
 
     # -- locations ----------------------------------------------------------------------------------
 

@@ -90,8 +90,8 @@ class OwnershipStore:
         return await self.commits.get_commit(table_id, version)
 
     async def get_commits(self, table_id: str, start: int | None, end: int | None, *,
-                          backfilled: bool = False) -> tuple[TableRow, list[CommitRow]]:
-        return await self.commits.get_commits(table_id, start, end, backfilled=backfilled)
+                          backfilled: bool = False, limit: int | None = None) -> tuple[TableRow, list[CommitRow]]:
+        return await self.commits.get_commits(table_id, start, end, backfilled=backfilled, limit=limit)
 
     async def commits_from(self, table_id: str, start: int, limit: int) -> tuple[TableRow, list[CommitRow]]:
         return await self.commits.commits_from(table_id, start, limit)

@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 import urllib.parse
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from tests.conftest import make_backend
 from tests.ops.test_cli import cli
 from tests.support import Service, actions, db_commit_files, delta_file, ndjson, wait_until
 from tests.unity.conftest import Writer, assert_uc_error, db_rows, ok, picture, sha, uc
@@ -326,3 +330,49 @@ def test_the_backfiller_publishes_the_ratified_bytes_even_if_the_staged_file_is_
     for v in (1, 2, 3):
         path = delta_file(w.location, v)
         assert not svc.backend.exists(path) or svc.backend.read(path) == w.staged[v], v
+
+
+@pytest.fixture(scope="module")
+def paged_service(request: pytest.FixtureRequest) -> Iterator[Service]:
+    """getCommits pages of 2 commits, no background backfill, room for 6 unpublished commits (SQLite + local
+    disk: paging is one LIMIT of the store's read, the same statement on every backend)."""
+    svc = Service(make_backend(request, "sqlite", "local", "uc-paged"), extra_env={
+        "COMMIT_OWNER_BACKFILL": "false", "COMMIT_OWNER_MAX_UNBACKFILLED_COMMITS": "6",
+        "COMMIT_OWNER_GET_COMMITS_PAGE_SIZE": "2"}).start()
+    yield svc
+    svc.stop()
+
+
+def read_all_commits(w: Writer, start: int, end: int | None = None) -> tuple[list[list[int]], int]:
+    """What a UC client does (delta-spark's UCCommitCoordinatorClient, the spec's latest_table_version note):
+    ask from ``start``; while the reply lists fewer commits than the range up to min(latest, end) holds, ask
+    again from the version after the last one listed. Returns the versions of each page and the latest."""
+    pages: list[list[int]] = []
+    while True:
+        reply = w.get_commits(start, end)
+        versions = sorted(c["version"] for c in reply["commits"])
+        pages.append(versions)
+        top = reply["latest_table_version"] if end is None else min(end, reply["latest_table_version"])
+        if not versions or versions[-1] >= top:
+            return pages, reply["latest_table_version"]
+        start = versions[-1] + 1
+
+
+def test_get_commits_answers_in_bounded_pages_that_a_client_reads_to_the_end(paged_service: Service) -> None:
+    w = new_writer(paged_service)
+    for v in range(1, 6):
+        assert w.commit(v)[0] == 200
+    first = w.get_commits(1)
+    assert ([c["version"] for c in first["commits"]], first["latest_table_version"]) == ([1, 2], 5)
+    assert read_all_commits(w, 1) == ([[1, 2], [3, 4], [5]], 5)
+    assert read_all_commits(w, 2, 4) == ([[2, 3], [4]], 5)
+    assert read_all_commits(w, 5) == ([[5]], 5)
+    assert read_all_commits(w, 6) == ([[]], 5)
+    # published commits stay listed (Sail), so paging covers them too
+    for v in (1, 2, 3):
+        w.publish(v)
+    assert uc(paged_service, "POST", COMMITS, {"table_id": w.table_id, "table_uri": w.location,
+                                               "latest_backfilled_version": 3}) == (200, {})
+    assert read_all_commits(w, 0) == ([[1, 2], [3, 4], [5]], 5)
+    got = [c for page in (w.get_commits(s)["commits"] for s in (1, 3, 5)) for c in page]
+    assert [(c["version"], c["file_size"]) for c in got] == [(v, len(w.staged[v])) for v in range(1, 6)]
