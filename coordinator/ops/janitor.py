@@ -76,6 +76,8 @@ class Janitor:
         rep = JanitorReport(dry_run=dry_run)
         min_age_ms = int(safe_min_age(self.settings) * 1000)
         for table in await self.store.list_tables():
+            if table.dropped_at is not None:
+                continue  # DROP TABLE left its files as they are: not the owner's to clean any more
             rep.tables += 1
             try:
                 await self._table(table, rep, min_age_ms, dry_run)

@@ -169,12 +169,6 @@ class NameStore:
         async with self.db.tx(write=False, single=True) as conn:
             return [_pair(r) for r in (await conn.execute(stmt)).all()]
 
-    async def drop_name(self, table_id: str) -> bool:
-        """Forget a table's name (the ownership row stays). Returns whether there was one."""
-        async with self.db.tx(single=True) as conn:
-            res = await conn.execute(table_names.delete().where(table_names.c.table_id == table_id))
-        return bool(res.rowcount)
-
     async def rename(self, table_id: str, new: str) -> bool:
         """Give a named table another name in its schema. Returns whether it had a name; raises AlreadyExistsError."""
         try:

@@ -55,6 +55,9 @@ class OwnershipStore:
     async def forget_table(self, table_id: str, latest_version: int) -> bool:
         return await self.tables.forget_table(table_id, latest_version)
 
+    async def drop_table(self, table_id: str, name: str | None, reason: str) -> bool:
+        return await self.tables.drop_table(table_id, name, reason)
+
     async def unfence(self, table_id: str, latest_version: int) -> bool:
         return await self.tables.unfence(table_id, latest_version)
 
