@@ -71,7 +71,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _janitor_ctx(app: web.Application) -> AsyncIterator[None]:
     """The orphan janitor of a service process (off when its interval is 0)."""
-    janitor = Janitor(app[STORE], app[STORAGE], app[SETTINGS])
+    janitor = Janitor(app[STORE], app[STORAGE], app[SETTINGS], names=app[CATALOG].names)
     app[JANITOR] = janitor
     await janitor.start()
     try:
