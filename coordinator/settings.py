@@ -171,7 +171,8 @@ class Settings:
     staging_expiry_seconds: float = setting(
         7 * 24 * 3600.0,
         "A staging-table reservation (POST /staging-tables) never turned into a table is removed after this "
-        "long, with the files under its location, by the janitor; 0 keeps reservations forever.",
+        "long by the janitor's round or `commit-owner staging clean`, with the files under its location when they "
+        "are surely its own; 0 keeps reservations forever.",
         parse=float)
     # -- credential vending (POST /temporary-table-credentials, /temporary-path-credentials) --
     vend_role_arn: str = setting(
