@@ -184,9 +184,10 @@ class CommitService:
         """DROP TABLE: publish every ratified commit still unpublished, then mark the table dropped and free its
         name in one transaction (decision 'DROP TABLE'). The table's files stay where they are.
 
-        Raises TableNotFoundError (unknown or already dropped); when publication fails, the backfiller's error
-        (ForeignCommitFileError for a fenced table, UnavailableError) saying the drop was refused: nothing
-        changed then."""
+        Raises TableNotFoundError (unknown or already dropped); ForeignCommitFileError for a FENCED table with
+        unpublished commits (nothing changed); when publication fails, the backfiller's error (UnavailableError,
+        ForeignCommitFileError) saying the drop was refused: the table is not dropped (versions published
+        before the failure stay published)."""
         what = f"table {name or table_id}"
         for _ in range(5):  # commits ratified between the publication and the drop: publish those too
             table = await self.store.get_table(table_id)
@@ -202,9 +203,9 @@ class CommitService:
                 try:
                     await self.backfill(table_id, None, None)
                 except CommitOwnerError as e:
-                    e.message = (f"DROP of {what} refused, nothing changed: its ratified commits through version "
-                                 f"{table.latest_version} must be published to _delta_log first, and that failed: "
-                                 f"{e.message}")
+                    e.message = (f"DROP of {what} refused, the table is not dropped: its ratified commits through "
+                                 f"version {table.latest_version} must be published to _delta_log first, and that "
+                                 f"failed: {e.message}")
                     e.args = (e.message,)
                     raise
             reason = f"dropped (DROP TABLE{' ' + name if name else ''}); its files stay"
