@@ -233,7 +233,8 @@ def tables_show(table: str, as_json: bool, limit: int, config: str | None, **ove
         click.echo(json.dumps(info, indent=2))
         return
     for k in ("tableId", "location", "commitDir", "status", "statusReason", "acceptingCommits", "latestTableVersion",
-              "latestBackfilledVersion", "unbackfilledCommits", "lastCommitTime", "backfillError"):
+              "latestBackfilledVersion", "unbackfilledCommits", "lastCommitTime", "backfillError", "droppedName",
+              "droppedTime"):
         click.echo(f"{k:24} {info.get(k)}")
     click.echo("recent commits:")
     for c in info["recentCommits"]:

@@ -6,6 +6,7 @@ commands; no file is deleted. A drop that cannot publish is refused and changes 
 from __future__ import annotations
 
 import json
+import re
 
 from tests.delta.conftest import v1
 from tests.ops.helpers import post_commit
@@ -55,6 +56,11 @@ def test_drop_publishes_every_ratified_commit_then_frees_the_name_and_keeps_ever
     shown = ops(svc, "show", w.table_id)
     assert (shown["status"], shown["droppedName"], shown["droppedAt"]) == ("DROPPED", w.full_name, info.raw["droppedAt"])
     assert [c["version"] for c in shown["recentCommits"]] == [2, 1]  # the audit trail stays
+    text = cli("tables", "show", w.table_id, "--database-url", b.database_url).stdout
+    assert re.search(r"^status\s+DROPPED$", text, re.M) and re.search(
+        rf"^droppedName\s+{re.escape(w.full_name)}$", text, re.M), text
+    listed_text = cli("tables", "list", "--database-url", b.database_url).stdout
+    assert [line.split()[5] for line in listed_text.splitlines() if line.startswith(w.table_id)] == ["DROPPED"]
     row = [r for r in db_rows(b.database_url)["owned_tables"] if r[0].strip("'") == w.table_id]
     assert len(row) == 1 and "None" in row[0]  # no lease holder (lease_owner is NULL)
     # the name is free again, for a new table with a new id
