@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from client.contract.errors import ForeignCommitFileError, UnavailableError
-from client.contract.layout import delta_file, delta_file_name, staged_file
+from client.contract.layout import LOG_DIR, delta_file, delta_file_name, staged_file
 from coordinator.storage import StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 
@@ -65,10 +65,7 @@ async def backfill_table(
             data = cached(table.table_id, row.version) if cached else None
             if data is None:
                 data = await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
-            if hashlib.sha256(data).hexdigest() != row.content_sha256:
-                raise UnavailableError(
-                    f"staged file of version {row.version} does not match its ratified checksum; not publishing"
-                )
+            await _check_ratified(store, table, row, data)
             target = delta_file(table.location, row.version)
             backend = storage.for_uri(target)
             try:
@@ -100,6 +97,25 @@ async def backfill_table(
     return result
 
 
+async def _check_ratified(store: OwnershipStore, table: TableRow, row: CommitRow, data: bytes) -> None:
+    """Refuse to publish bytes other than the ones ratified as ``row``: fence the table and raise.
+
+    A writer-staged file (catalog-managed tables) lies where the table's vended credentials can write, so
+    the same credential could overwrite it after the owner ratified it. The SHA-256 kept at ratification is
+    the judge: other bytes are never published, the table stops taking commits until an operator restores
+    the ratified bytes and unfences it (docs/decisions.md, staged-file overwrite).
+    """
+    if hashlib.sha256(data).hexdigest() == row.content_sha256:
+        return
+    reason = (f"{LOG_DIR}/{table.commit_dir}/{row.file_name} of version {row.version} no longer holds the bytes the owner "
+              f"ratified (SHA-256 {row.content_sha256[:12]}..., {row.file_size} bytes; found {len(data)} bytes): "
+              "overwritten after ratification; not published, the table is fenced")
+    log.error("STAGED COMMIT FILE CHANGED in table %s at %s: %s", table.table_id, table.location, reason)
+    await store.set_not_accepting(table.table_id, "FENCED", reason)
+    await store.record_backfill_error(table.table_id, reason)
+    raise ForeignCommitFileError(reason, latest_table_version=table.reported_latest)
+
+
 async def _read(storage: StorageRouter, uri: str) -> bytes:
     try:
         return await storage.for_uri(uri).read(uri)
@@ -126,6 +142,7 @@ async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: Tabl
         if row is None:
             break
         data = await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
+        await _check_ratified(store, table, row, data)
         try:
             await backend.put_if_absent(target, data)
             fixed.append(v)

@@ -16,10 +16,8 @@ from typing import Any
 
 from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.errors import (
-    CommitOwnerError,
     InvalidArgumentError,
     NotFoundError,
-    OwnershipPublishedError,
     TableNotFoundError,
 )
 from client.contract.layout import STAGED_COMMITS_DIR, normalize_location
@@ -250,15 +248,12 @@ class Catalog:
         if not await self.names.rename(table.table_id, check_name(new, "new name")):
             raise TableNotFoundError(f"table {table.table_id} has no name")
 
-    async def drop(self, table: TableRow) -> None:
-        """Forget the name; forget the ownership registration too when nothing was ratified. Data stays."""
-        await self.names.drop_name(table.table_id)
-        try:
-            await self.service.forget_table(table.table_id)
-        except (OwnershipPublishedError, TableNotFoundError):
-            pass  # owned or already gone: the ownership row (and its audit trail) stays, unnamed
-        except CommitOwnerError as e:
-            log.warning("table %s lost its name; its registration stays: %s", table.table_id, e.message)
+    async def drop(self, table: TableRow) -> TableRow:
+        """DROP TABLE, MANAGED or EXTERNAL alike: every ratified commit is published first (or the drop is
+        refused, nothing changed), then the name is free, the table takes no commit and is out of the backlog,
+        and its row stays marked dropped (``dropped_at``, status DROPPED) for the ops commands. No file is
+        deleted (decision 'DROP TABLE'). Raises TableNotFoundError and the errors of ``CommitService.drop_table``."""
+        return await self.service.drop_table(table.table_id, table.name)
 
 
 __all__ = ["Catalog", "check_comment", "check_name", "check_properties", "owned_name",

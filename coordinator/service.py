@@ -21,6 +21,7 @@ from client.contract.errors import (
     CommitFailedError,
     CommitOwnerError,
     CommitVersionConflictError,
+    ForeignCommitFileError,
     IdempotencyKeyReusedError,
     InvalidArgumentError,
     InvalidCommitError,
@@ -182,6 +183,41 @@ class CommitService:
         if not await self.store.forget_registration(table_id):
             raise OwnershipPublishedError(f"table {table_id} already has commits ratified by the owner")
         self._places.pop(table_id, None)
+
+    async def drop_table(self, table_id: str, name: str | None) -> TableRow:
+        """DROP TABLE: publish every ratified commit still unpublished, then mark the table dropped and free its
+        name in one transaction (decision 'DROP TABLE'). The table's files stay where they are.
+
+        Raises TableNotFoundError (unknown or already dropped); ForeignCommitFileError for a FENCED table with
+        unpublished commits (nothing changed); when publication fails, the backfiller's error (UnavailableError,
+        ForeignCommitFileError) saying the drop was refused: the table is not dropped (versions published
+        before the failure stay published)."""
+        what = f"table {name or table_id}"
+        for _ in range(5):  # commits ratified between the publication and the drop: publish those too
+            table = await self.store.get_table(table_id)
+            if table.dropped_at is not None:
+                raise TableNotFoundError(f"{what} was already dropped")
+            if table.unbackfilled and table.status == "FENCED":
+                raise ForeignCommitFileError(
+                    f"DROP of {what} refused, nothing changed: it is FENCED ({table.status_reason}) with ratified "
+                    f"commits through version {table.latest_version} not published; repair it first "
+                    "(docs/runbook.md: `commit-owner tables unfence`, or `tables forget`)",
+                    latest_table_version=table.reported_latest)
+            if table.unbackfilled:
+                try:
+                    await self.backfill(table_id, None, None)
+                except CommitOwnerError as e:
+                    e.message = (f"DROP of {what} refused, the table is not dropped: its ratified commits through "
+                                 f"version {table.latest_version} must be published to _delta_log first, and that "
+                                 f"failed: {e.message}")
+                    e.args = (e.message,)
+                    raise
+            reason = f"dropped (DROP TABLE{' ' + name if name else ''}); its files stay"
+            if await self.store.drop_table(table_id, name, reason):
+                self._places.pop(table_id, None)
+                self._turns.pop(table_id, None)
+                return await self.store.get_table(table_id)
+        raise UnavailableError(f"DROP of {what} refused, nothing changed: commits keep arriving; retry")
 
     async def place(self, table_id: str) -> TablePlace:
         p = self._places.get(table_id)
@@ -417,6 +453,8 @@ class CommitService:
         """The table ``table_id`` after checking that ``table_uri`` is its registered location.
         Raises TableNotFoundError, InvalidArgumentError."""
         table = await self.store.get_table(table_id)
+        if table.dropped_at is not None:
+            raise TableNotFoundError(f"table {table_id} was dropped")
         if normalize_location(table_uri) != table.location:
             raise InvalidArgumentError(f"table_uri {table_uri[:200]!r} is not the registered location of table "
                                        f"{table.table_id}")
@@ -432,10 +470,13 @@ class CommitService:
         return table, rows
 
     async def commits_between(self, table_id: str, start: int, end: int | None) -> tuple[TableRow, list[CommitRow]]:
-        """The table and every ratified commit from ``start`` to ``end``, published or not, in one read."""
+        """The table and the ratified commits from ``start`` to ``end``, published or not, in one read: at most
+        ``get_commits_page_size`` of them, the lowest versions first. A reply with fewer commits than the range
+        holds is a page: the caller asks again from the version after the last one listed."""
         if end is not None and start > end:
             raise InvalidArgumentError(f"start version {start} is greater than end version {end}")
-        return await self.store.get_commits(table_id, start, end, backfilled=True)
+        return await self.store.get_commits(table_id, start, end, backfilled=True,
+                                            limit=self.settings.get_commits_page_size)
 
     # -- locations ----------------------------------------------------------------------------------
 

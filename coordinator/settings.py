@@ -163,6 +163,17 @@ class Settings:
         "Where the Unity Catalog facade puts new managed tables (POST /staging-tables): a local path or s3:// "
         "prefix that must lie under an --allow-location root; a path without a scheme is relative to the "
         "working directory.")
+    get_commits_page_size: int = setting(
+        500,
+        "Most commits one Unity Catalog getCommits reply lists (from start_version on); a client that gets fewer "
+        "than its range asks again from the next version, as the UC spec says.",
+        parse=int)
+    staging_expiry_seconds: float = setting(
+        7 * 24 * 3600.0,
+        "A staging-table reservation (POST /staging-tables) never turned into a table is removed after this "
+        "long by the janitor's round or `commit-owner staging clean`, with the files under its location when they "
+        "are surely its own; 0 keeps reservations forever.",
+        parse=float)
     # -- credential vending (POST /temporary-table-credentials, /temporary-path-credentials) --
     vend_role_arn: str = setting(
         "",
@@ -258,6 +269,10 @@ class Settings:
             raise ValueError(f"auth must be tokens or none, got {self.auth!r}")
         if not 900 <= self.vend_duration_seconds <= 43200:
             raise ValueError("vend_duration_seconds must be between 900 and 43200 (STS limits)")
+        if self.get_commits_page_size < 1:
+            raise ValueError("get_commits_page_size must be >= 1")
+        if self.staging_expiry_seconds < 0:
+            raise ValueError("staging_expiry_seconds must be >= 0 (0 = never expire)")
         if self.max_line_bytes < 1024:
             raise ValueError("max_line_bytes must be >= 1024")
         if not self.max_clock_skew_seconds > 0:

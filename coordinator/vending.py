@@ -33,6 +33,7 @@ from client.contract.layout import (
 )
 
 from .settings import Settings
+from .store.vended import VendedStore
 
 log = logging.getLogger("commit_owner.vending")
 
@@ -105,8 +106,9 @@ class Vended:
 class CredentialVendor:
     """Issues credentials for a location the caller is already allowed to touch (the handler checked)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, ledger: VendedStore | None = None) -> None:
         self.settings = settings
+        self.ledger = ledger  # every credential vended is remembered with its token (revocation reads it)
         self._sts: Any = None
 
     def _client(self) -> Any:
@@ -119,10 +121,18 @@ class CredentialVendor:
                 aws_access_key_id=s.s3_access_key_id or None, aws_secret_access_key=s.s3_secret_access_key or None)
         return self._sts
 
-    async def vend(self, location: str, access: Access, *, session_name: str) -> Vended:
-        """Credentials for ``location``. Raises InvalidArgumentError when S3 vending is not configured,
-        UnavailableError when STS fails."""
-        location = normalize_location(location)
+    async def vend(self, location: str, access: Access, *, session_name: str, token_id: str = "-",
+                   operation: str = "") -> Vended:
+        """Credentials for ``location``, remembered in the ledger with ``token_id`` before they are handed out.
+        Raises InvalidArgumentError when S3 vending is not configured, UnavailableError when STS fails or the
+        ledger cannot record them (then nobody gets them)."""
+        vended = await self._vend(normalize_location(location), access, session_name)
+        if self.ledger is not None:
+            await self.ledger.record(token_id, vended.url, operation or access, "s3" if vended.aws else "local",
+                                     vended.expiration_ms)
+        return vended
+
+    async def _vend(self, location: str, access: Access, session_name: str) -> Vended:
         duration = self.settings.vend_duration_seconds
         if is_local(location):
             return Vended(location, int((time.time() + duration) * 1000))

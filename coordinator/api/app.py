@@ -21,6 +21,7 @@ from ..settings import Settings
 from ..storage import StorageRouter
 from ..store import OwnershipStore, open_engine
 from ..store.names import NameStore
+from ..store.vended import VendedStore
 from ..vending import CredentialVendor
 from . import delta, observe, openapi, unity, v1
 from .auth import auth_middleware, check_auth_mode, tokens_ctx
@@ -60,7 +61,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     service = CommitService(s, app[STORE], app[STORAGE], backfiller=backfiller, metrics=app[METRICS])
     app[SERVICE] = service
     app[CATALOG] = Catalog(service, NameStore(app[STORE]))
-    app[VENDOR] = CredentialVendor(s)
+    app[VENDOR] = CredentialVendor(s, VendedStore(app[STORE].db))
     app[BACKFILLER] = backfiller
     await backfiller.start()
     try:
@@ -71,7 +72,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _janitor_ctx(app: web.Application) -> AsyncIterator[None]:
     """The orphan janitor of a service process (off when its interval is 0)."""
-    janitor = Janitor(app[STORE], app[STORAGE], app[SETTINGS])
+    janitor = Janitor(app[STORE], app[STORAGE], app[SETTINGS], names=app[CATALOG].names)
     app[JANITOR] = janitor
     await janitor.start()
     try:

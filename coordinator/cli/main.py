@@ -17,6 +17,7 @@ from coordinator.cli.bench import bench
 from coordinator.cli.exit_codes import ConfigError, OwnerGroup
 from coordinator.cli.ops import MAINTENANCE_COMMANDS, TABLE_COMMANDS, config
 from coordinator.cli.options import load_settings, settings_options
+from coordinator.cli.staging import staging
 from coordinator.cli.tokens import tokens
 
 
@@ -174,7 +175,8 @@ def backfill(table: str | None, all_tables: bool, to_version: int | None, endpoi
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
 @settings_options(("database_url", "s3_endpoint_url", "s3_region", "s3_access_key_id", "s3_secret_access_key",
-                    "request_timeout_seconds", "janitor_min_age_seconds"))
+                    "request_timeout_seconds", "janitor_min_age_seconds", "staging_expiry_seconds",
+                    "managed_location"))
 def janitor(dry_run: bool, as_json: bool, config: str | None, **overrides: Any) -> None:
     """Remove orphan commit files (written, never ratified) older than the safe age (docs/reliability.md)."""
     from coordinator.ops.commands import run_janitor
@@ -189,6 +191,10 @@ def janitor(dry_run: bool, as_json: bool, config: str | None, **overrides: Any) 
                    f"errors {rep['errors']} (min age {rep['minAgeSeconds']:.0f}s)")
         for f in rep["removedFiles"]:
             click.echo(f"  {verb}: {f}")
+        staging = rep.get("staging") or {}
+        for r in staging.get("expired", []):
+            click.echo(f"  staging reservation {r['id']} ({r['name']}) expired: {r['location']}, {r.get('files', 0)} "
+                       f"file(s) {'kept: ' + r['filesKept'] if r.get('filesKept') else verb}")
     sys.exit(1 if rep["errors"] else 0)
 
 
@@ -237,7 +243,8 @@ def tables_show(table: str, as_json: bool, limit: int, config: str | None, **ove
         click.echo(json.dumps(info, indent=2))
         return
     for k in ("tableId", "name", "location", "commitDir", "status", "statusReason", "acceptingCommits",
-              "latestTableVersion", "latestBackfilledVersion", "unbackfilledCommits", "lastCommitTime", "backfillError"):
+              "latestTableVersion", "latestBackfilledVersion", "unbackfilledCommits", "lastCommitTime", "backfillError",
+              "droppedName", "droppedTime"):
         click.echo(f"{k:24} {cell(info.get(k))}")
     click.echo("recent commits:" if info["recentCommits"] else "recent commits: none")
     for c in info["recentCommits"]:
@@ -251,6 +258,7 @@ for _command in TABLE_COMMANDS:  # `tables create|forget|unfence|release`
 for _command in MAINTENANCE_COMMANDS:  # `maintain`, `vacuum` (docs/maintenance.md)
     main.add_command(_command)
 main.add_command(tokens)  # security: `commit-owner tokens ...`
+main.add_command(staging)  # `commit-owner staging list|clean` (coordinator/ops/staging.py)
 main.add_command(bench)  # performance: `commit-owner bench`, docs/benchmarks.md
 
 

@@ -16,7 +16,7 @@ import click
 from client.contract.errors import CommitOwnerError
 from coordinator.cli.exit_codes import classify
 from coordinator.cli.options import load_settings, settings_options
-from coordinator.security.tokens import new_token, parse_scope
+from coordinator.security.tokens import new_token, parse_scope, session_name
 from coordinator.settings import Settings
 from coordinator.store import open_engine
 from coordinator.store.tokens import TokenStore
@@ -126,15 +126,60 @@ def tokens_import(scopes: tuple[str, ...], env_name: str | None, file_name: str 
     click.echo(f"token {row.id} {'imported' if created else 'already present'} ({scope_text})", err=True)
 
 
+def deny_statement(token_id: str) -> dict[str, Any]:
+    """An IAM policy statement that ends, at once, every STS session the owner opened for ``token_id``: the owner
+    names each session ``commit-owner-<token id>`` (api/unity/credentials.py), and for an assumed role AWS sets
+    ``aws:userid`` to ``<role id>:<session name>``. To add to the vending role's policy (docs/security.md)."""
+    return {"Sid": f"RevokedCommitOwnerToken{token_id}", "Effect": "Deny", "Action": "*", "Resource": "*",
+            "Condition": {"StringLike": {"aws:userid": f"*:{session_name(token_id)}"}}}
+
+
 @tokens.command("revoke")
 @click.argument("token_id")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON (revoked, the credentials that outlive the token, the IAM statement that ends them).")
 @_options
-def tokens_revoke(token_id: str, config: str | None, **overrides: Any) -> None:
-    """Revoke a token at once (requests with it get 401 from then on)."""
-    if not _run(_settings(config, overrides), lambda store: store.revoke(token_id)):
+def tokens_revoke(token_id: str, as_json: bool, config: str | None, **overrides: Any) -> None:
+    """Revoke a token at once (requests with it get 401 from then on).
+
+    Credentials vended to the token before stay valid until they expire (at most vend_duration_seconds after
+    they were issued): the command lists them and, for S3 ones, prints the IAM statement that ends them now.
+    """
+    from coordinator.store.vended import VendedStore
+
+    async def work(store: TokenStore) -> list[Any] | None:
+        if not await store.revoke(token_id):
+            return None
+        return await VendedStore(store.db).valid_for_token(token_id)
+
+    settings = _settings(config, overrides)
+    outstanding = _run(settings, work)
+    if outstanding is None:
         click.echo(f"error: no token with id {token_id}", err=True)
         sys.exit(1)
+    s3 = [v for v in outstanding if v.kind == "s3"]
+    until = max((v.expires_at for v in outstanding), default=None)
+    report = {"revoked": token_id, "outstanding": [v.to_json() for v in outstanding], "validUntil": until,
+              "s3DenyStatement": deny_statement(token_id) if s3 else None}
+    if as_json:
+        click.echo(json.dumps(report, indent=2))
+        return
     click.echo(f"revoked {token_id}")
+    if not outstanding:
+        return
+    click.echo(f"{len(outstanding)} credential(s) vended to this token still work until they expire, the last at "
+               f"{_when(until)}:", err=True)
+    for v in outstanding:
+        click.echo(f"  {v.kind:5}  {v.operation:16}  until {_when(v.expires_at)}  {v.location}", err=True)
+    if s3:
+        role = settings.vend_role_arn or "the vending role (vend_role_arn)"
+        click.echo(f"The owner cannot revoke an STS session. To end the S3 ones now, add this statement to the "
+                   f"policy of {role} (docs/security.md):", err=True)
+        click.echo(json.dumps(report["s3DenyStatement"]), err=True)
+
+
+def _when(ms: int | None) -> str:
+    return "-" if ms is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
 
 
 @tokens.command("list")
@@ -152,4 +197,4 @@ def tokens_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     click.echo(f"{'TOKEN ID':16}  {'CREATED':20}  {'REVOKED':20}  SCOPES")
     for r in rows:
         scopes = "; ".join(f"{s['prefix']}:{','.join(s['actions'])}" for s in r.scopes)
-        click.echo(f"{r.id:16}  {when(r.created):20}  {when(r.revoked):20}  {scopes}")
+        click.echo(f"{r.id:16}  {_when(r.created):20}  {_when(r.revoked):20}  {scopes}")

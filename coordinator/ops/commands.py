@@ -64,6 +64,7 @@ def show_table(settings: Settings, ref: str, limit: int = 20) -> dict[str, Any]:
             out = t.to_json()
             out["backfillError"] = t.backfill_error
             out["lastCommitTime"] = iso_time(t.last_commit_at)
+            out["droppedTime"] = iso_time(t.dropped_at)
             out["recentCommits"] = [
                 {**c.to_json(t.location, t.commit_dir), "backfilled": c.backfilled_at is not None,
                  "ratifiedAt": c.ratified_at, "idempotencyKey": c.idempotency_key}
@@ -158,7 +159,9 @@ def run_janitor(settings: Settings, *, dry_run: bool) -> dict[str, Any]:
 
     async def go() -> dict[str, Any]:
         async with _open(settings) as (store, storage):
-            rep = await Janitor(store, storage, settings).run_once(dry_run=dry_run)
+            from coordinator.store.names import NameStore
+
+            rep = await Janitor(store, storage, settings, names=NameStore(store)).run_once(dry_run=dry_run)
             return {**rep.to_json(), "minAgeSeconds": safe_min_age(settings)}
 
     return asyncio.run(go())

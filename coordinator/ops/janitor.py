@@ -1,4 +1,5 @@
-"""The orphan janitor: removes staged commit files that will never be ratified.
+"""The orphan janitor: removes staged commit files that will never be ratified (and, given the name store,
+expires old staging reservations: coordinator/ops/staging.py).
 
 A commit writes ``_commits/<v>.<key>.json`` before its ratification transaction (K01). When the
 refusal is certain the service removes the file at once; when the outcome is unknown (the process
@@ -29,6 +30,9 @@ from client.contract.layout import commit_dir_uri, parse_staged_file, staged_fil
 from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore, TableRow
+from coordinator.store.names import NameStore
+
+from .staging import StagingReport, expire_reservations
 
 log = logging.getLogger("commit_owner.janitor")
 
@@ -51,11 +55,15 @@ class JanitorReport:
     errors: int = 0
     dry_run: bool = False
     removed_files: list[str] = field(default_factory=list)
+    staging: StagingReport | None = None  # expired staging reservations (coordinator/ops/staging.py)
 
     def to_json(self) -> dict[str, Any]:
-        return {"tables": self.tables, "stagedFiles": self.staged_files, "orphans": self.orphans,
-                "removed": self.removed, "keptTooYoung": self.kept_too_young, "keptUndecided": self.kept_undecided,
-                "errors": self.errors, "dryRun": self.dry_run, "removedFiles": self.removed_files[:1000]}
+        out = {"tables": self.tables, "stagedFiles": self.staged_files, "orphans": self.orphans,
+               "removed": self.removed, "keptTooYoung": self.kept_too_young, "keptUndecided": self.kept_undecided,
+               "errors": self.errors, "dryRun": self.dry_run, "removedFiles": self.removed_files[:1000]}
+        if self.staging is not None:
+            out["staging"] = self.staging.to_json()
+        return out
 
 
 class Janitor:
@@ -65,10 +73,12 @@ class Janitor:
     metrics endpoint to read.
     """
 
-    def __init__(self, store: OwnershipStore, storage: StorageRouter, settings: Settings) -> None:
+    def __init__(self, store: OwnershipStore, storage: StorageRouter, settings: Settings, *,
+                 names: NameStore | None = None) -> None:
         self.store = store
         self.storage = storage
         self.settings = settings
+        self.names = names  # with it, each pass also expires old staging reservations
         self.removed_files_total = 0
         self._task: asyncio.Task[None] | None = None
 
@@ -76,12 +86,18 @@ class Janitor:
         rep = JanitorReport(dry_run=dry_run)
         min_age_ms = int(safe_min_age(self.settings) * 1000)
         for table in await self.store.list_tables():
+            if table.dropped_at is not None:
+                continue  # DROP TABLE left its files as they are: not the owner's to clean any more
             rep.tables += 1
             try:
                 await self._table(table, rep, min_age_ms, dry_run)
             except (OSError, CommitOwnerError) as e:
                 rep.errors += 1
                 log.warning("janitor: table %s skipped this round: %s", table.table_id, e)
+        if self.names is not None:
+            rep.staging = await expire_reservations(self.names, self.store, self.storage, self.settings,
+                                                    dry_run=dry_run)
+            rep.errors += rep.staging.errors
         return rep
 
     async def _table(self, table: TableRow, rep: JanitorReport, min_age_ms: int, dry_run: bool) -> None:

@@ -54,8 +54,8 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
                 if t.status == "FENCED":
                     out["failures"].append({"table": t.location, "reason": "FENCED: its log is not the owner's"})
                     continue
-                if t.status == "RELEASED":  # handed back: its log is the filesystem writers' again
-                    out["skipped"].append({"table": t.location, "reason": "RELEASED"})
+                if t.status in ("RELEASED", "DROPPED"):  # handed back, or dropped: no longer the owner's log
+                    out["skipped"].append({"table": t.location, "reason": t.status})
                     continue
                 try:
                     rep = await checkpoint_table(storage.for_uri(t.location), t.location, t.latest_backfilled_version,
@@ -255,7 +255,7 @@ def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry_run: 
     async def go() -> dict[str, Any]:
         async with _open(settings) as (store, storage):
             t = await _resolve(store, ref)
-            if t.status in ("FENCED", "RELEASED"):
+            if t.status in ("FENCED", "RELEASED", "DROPPED"):
                 raise InvalidArgumentError(f"{t.location} is {t.status}: its log is not (or no longer) the owner's; "
                                            "nothing deleted")
             backend = storage.for_uri(t.location)

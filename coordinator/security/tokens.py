@@ -90,6 +90,15 @@ def parse_scope(text: str) -> dict[str, Any]:
     return {"prefix": norm, "actions": actions}
 
 
+_SESSION_CHARS = re.compile(r"[^\w+=,.@-]")
+
+
+def session_name(token_id: str) -> str:
+    """The STS session name of credentials vended to ``token_id`` ("-" without tokens): the one spelling the
+    vending and the revocation hint (IAM ``aws:userid`` ends with it) share."""
+    return _SESSION_CHARS.sub("-", f"commit-owner-{token_id}")[:64]
+
+
 def covers(prefix: str, location: str) -> bool:
     if prefix == ANY:
         return True

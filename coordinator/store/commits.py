@@ -132,13 +132,16 @@ class Commits:
         return _commit(r) if r is not None else None
 
     async def get_commits(
-        self, table_id: str, start: int | None, end: int | None, *, backfilled: bool = False
+        self, table_id: str, start: int | None, end: int | None, *, backfilled: bool = False,
+        limit: int | None = None,
     ) -> tuple[TableRow, list[CommitRow]]:
         """The table and its unbackfilled commits in ``[start, end]``, ascending, read in one statement;
-        with ``backfilled`` every ratified commit in the range (the rows are kept after publication)."""
-        stmt = _get_commits_statement(start is not None, end is not None, backfilled)
+        with ``backfilled`` every ratified commit in the range (the rows are kept after publication); with
+        ``limit`` the first ``limit`` of them."""
+        stmt = _get_commits_statement(start is not None, end is not None, backfilled, limit is not None)
         async with self.db.tx(write=False, single=True) as conn:
-            rows = (await conn.execute(stmt, {"p_table_id": table_id, "p_start": start, "p_end": end})).all()
+            rows = (await conn.execute(stmt, {"p_table_id": table_id, "p_start": start, "p_end": end,
+                                              "p_limit": limit})).all()
         if not rows:
             raise TableNotFoundError(f"no table with id {table_id}")
         out = []
@@ -248,8 +251,9 @@ def _judgement() -> Any:
 
 
 @functools.cache
-def _get_commits_statement(has_start: bool, has_end: bool, backfilled: bool = False) -> Any:
-    """The table row outer-joined with its unbackfilled (or all) commits in a version range, built once."""
+def _get_commits_statement(has_start: bool, has_end: bool, backfilled: bool = False, has_limit: bool = False) -> Any:
+    """The table row outer-joined with its unbackfilled (or all) commits in a version range (the first
+    ``p_limit`` of them with ``has_limit``), built once."""
     cond = [commits.c.table_id == owned_tables.c.table_id]
     if not backfilled:
         cond.append(commits.c.backfilled_at.is_(None))
@@ -257,12 +261,13 @@ def _get_commits_statement(has_start: bool, has_end: bool, backfilled: bool = Fa
         cond.append(commits.c.version >= bindparam("p_start"))
     if has_end:
         cond.append(commits.c.version <= bindparam("p_end"))
-    return (
+    stmt = (
         select(owned_tables, *[c.label("c_" + c.name) for c in commits.c])
         .select_from(owned_tables.outerjoin(commits, and_(*cond)))
         .where(owned_tables.c.table_id == bindparam("p_table_id"))
         .order_by(commits.c.version)
     )
+    return stmt.limit(bindparam("p_limit")) if has_limit else stmt
 
 
 def _commit(r: Any) -> CommitRow:

@@ -141,6 +141,22 @@ class NameStore:
             raise NotFoundError(f"no staging table with id {table_id}")
         return StagingRow(**r._mapping)
 
+    async def list_staging(self, created_before: int | None = None) -> list[StagingRow]:
+        """Every staging reservation (made before ``created_before`` ms when given), oldest first."""
+        stmt = select(staging_tables).order_by(staging_tables.c.created_at, staging_tables.c.id)
+        if created_before is not None:
+            stmt = stmt.where(staging_tables.c.created_at < created_before)
+        async with self.db.tx(write=False, single=True) as conn:
+            return [StagingRow(**r._mapping) for r in (await conn.execute(stmt)).all()]
+
+    async def expire_staging(self, staging_id: str, created_before: int) -> bool:
+        """Remove the reservation ``staging_id`` if it was made before ``created_before`` and is still unused
+        (a table created from it removed it in its registration). Returns whether it did."""
+        async with self.db.tx(single=True) as conn:
+            res = await conn.execute(staging_tables.delete().where(and_(
+                staging_tables.c.id == staging_id, staging_tables.c.created_at < created_before)))
+        return bool(res.rowcount)
+
     # -- named tables -------------------------------------------------------------------------------
 
     async def get_named(self, catalog: str, schema: str, name: str) -> tuple[TableRow, NameRow]:
@@ -168,12 +184,6 @@ class NameStore:
             stmt = stmt.where(n.name > after)
         async with self.db.tx(write=False, single=True) as conn:
             return [_pair(r) for r in (await conn.execute(stmt)).all()]
-
-    async def drop_name(self, table_id: str) -> bool:
-        """Forget a table's name (the ownership row stays). Returns whether there was one."""
-        async with self.db.tx(single=True) as conn:
-            res = await conn.execute(table_names.delete().where(table_names.c.table_id == table_id))
-        return bool(res.rowcount)
 
     async def rename(self, table_id: str, new: str) -> bool:
         """Give a named table another name in its schema. Returns whether it had a name; raises AlreadyExistsError."""

@@ -41,6 +41,8 @@ class TableRow:
     backfill_error: str | None = None
     backfill_error_at: int | None = None
     name: str | None = None  # ``catalog.schema.table`` when the table has a name (table_names)
+    dropped_at: int | None = None  # DROP TABLE: when (status DROPPED); None while the table is live
+    dropped_name: str | None = None  # the name the table had when it was dropped
 
     @property
     def reported_latest(self) -> int:
@@ -65,6 +67,8 @@ class TableRow:
             "lastCommitAt": self.last_commit_at,
             "tableConf": {"tableId": self.table_id},
             "name": self.name,
+            "droppedAt": self.dropped_at,
+            "droppedName": self.dropped_name,
         }
 
 

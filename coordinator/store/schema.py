@@ -38,7 +38,7 @@ owned_tables = Table(
     Column("latest_backfilled_version", BigInteger, nullable=False),
     Column("last_commit_timestamp", BigInteger, nullable=True),
     Column("accepting", Boolean, nullable=False),
-    Column("status", String(32), nullable=False),  # ACTIVE | RELEASED | FENCED
+    Column("status", String(32), nullable=False),  # ACTIVE | RELEASED | FENCED | DROPPED
     Column("status_reason", Text, nullable=True),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
@@ -47,6 +47,9 @@ owned_tables = Table(
     Column("lease_expires_at", BigInteger, nullable=True),
     Column("backfill_error", Text, nullable=True),
     Column("backfill_error_at", BigInteger, nullable=True),
+    # DROP TABLE (migration 0004): when, and the name it had; the row and its commits stay as the audit trail.
+    Column("dropped_at", BigInteger, nullable=True),
+    Column("dropped_name", String(800), nullable=True),
     UniqueConstraint("location", name="uq_owned_tables_location"),
 )
 
@@ -149,4 +152,19 @@ staging_tables = Table(
     UniqueConstraint("location", name="uq_staging_tables_location"),
     ForeignKeyConstraint(["catalog_name", "schema_name"], ["schemas.catalog_name", "schemas.name"],
                          name="fk_staging_tables_schema", ondelete="CASCADE"),
+)
+
+# Credentials vended through the Unity Catalog facade (migration 0004): which token asked, for what, and
+# until when they work. No secret is kept; revoking a token reads what outlives it (docs/security.md).
+vended_credentials = Table(
+    "vended_credentials",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("token_id", String(32), nullable=False),
+    Column("location", String(2048), nullable=False),
+    Column("operation", String(32), nullable=False),
+    Column("kind", String(8), nullable=False),
+    Column("issued_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Index("ix_vended_credentials_token", "token_id", "expires_at"),
 )

@@ -55,6 +55,9 @@ class OwnershipStore:
     async def forget_table(self, table_id: str, latest_version: int) -> bool:
         return await self.tables.forget_table(table_id, latest_version)
 
+    async def drop_table(self, table_id: str, name: str | None, reason: str) -> bool:
+        return await self.tables.drop_table(table_id, name, reason)
+
     async def unfence(self, table_id: str, latest_version: int) -> bool:
         return await self.tables.unfence(table_id, latest_version)
 
@@ -90,8 +93,8 @@ class OwnershipStore:
         return await self.commits.get_commit(table_id, version)
 
     async def get_commits(self, table_id: str, start: int | None, end: int | None, *,
-                          backfilled: bool = False) -> tuple[TableRow, list[CommitRow]]:
-        return await self.commits.get_commits(table_id, start, end, backfilled=backfilled)
+                          backfilled: bool = False, limit: int | None = None) -> tuple[TableRow, list[CommitRow]]:
+        return await self.commits.get_commits(table_id, start, end, backfilled=backfilled, limit=limit)
 
     async def commits_from(self, table_id: str, start: int, limit: int) -> tuple[TableRow, list[CommitRow]]:
         return await self.commits.commits_from(table_id, start, limit)

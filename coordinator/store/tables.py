@@ -44,7 +44,8 @@ class Tables:
             last_commit_at=None,
         )
         try:
-            async with self.db.tx(single=name is None) as conn:
+            async with self.db.tx() as conn:
+                await _clear_dropped(conn, location)
                 await conn.execute(owned_tables.insert().values(**values))
                 if name is not None:
                     await conn.execute(table_names.insert().values(**values_of(name)))
@@ -99,6 +100,29 @@ class Tables:
             return False
         return True
 
+    async def drop_table(self, table_id: str, name: str | None, reason: str) -> bool:
+        """Mark a live table dropped (status DROPPED, no commits accepted, no lease) and free its name, in one
+        transaction, only while every ratified commit is published (``latest_backfilled_version =
+        latest_version``). Returns False, changing nothing, when the table is gone, already dropped or has
+        unpublished commits. The row and its commit rows stay: the audit trail (until the location is
+        registered again)."""
+        t = owned_tables.c
+        ts = now_ms()
+        try:
+            async with self.db.tx() as conn:
+                res = await conn.execute(
+                    update(owned_tables)
+                    .where(and_(t.table_id == table_id, t.dropped_at.is_(None),
+                                t.latest_backfilled_version == t.latest_version))
+                    .values(accepting=False, status="DROPPED", status_reason=reason, dropped_at=ts,
+                            dropped_name=name, lease_owner=None, lease_expires_at=None, updated_at=ts))
+                if res.rowcount != 1:
+                    raise _Changed()
+                await conn.execute(table_names.delete().where(table_names.c.table_id == table_id))
+        except _Changed:
+            return False
+        return True
+
     async def unfence(self, table_id: str, latest_version: int) -> bool:
         """Accept commits again on a FENCED table whose latest version is still ``latest_version``. Returns whether
         it did; the recorded backfill error is cleared with the fence."""
@@ -137,6 +161,16 @@ class Tables:
                 update(owned_tables).where(owned_tables.c.table_id == table_id)
                 .values(accepting=False, status=status, status_reason=reason, updated_at=now_ms())
             )
+
+
+async def _clear_dropped(conn: Any, location: str) -> None:
+    """Before a registration at ``location``: remove a dropped table's row there (and its commit rows), the
+    only kind of row a new registration replaces; a live one still makes the insert fail."""
+    dropped = select(owned_tables.c.table_id).where(and_(owned_tables.c.location == location,
+                                                         owned_tables.c.dropped_at.is_not(None)))
+    await conn.execute(commits.delete().where(commits.c.table_id.in_(dropped)))
+    await conn.execute(owned_tables.delete().where(and_(owned_tables.c.location == location,
+                                                        owned_tables.c.dropped_at.is_not(None))))
 
 
 _NAME_PARTS = ("catalog_name", "schema_name", "name")

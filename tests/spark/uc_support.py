@@ -121,8 +121,16 @@ def wait_ready(gate: Path, n: int, procs: list[SparkProcess], s: Scenario, timeo
 def judge_owner(s: Scenario, table_id: str, location: str, latest: int) -> None:
     """The owner ratified every version 1..latest exactly once, each the staged file the writer named, and
     ``_delta_log/<v>.json`` for 0..latest is published, in order, with the ratified bytes."""
-    listed = s.owner.uc("GET", "/delta/preview/commits",
-                        {"table_id": table_id, "table_uri": location, "start_version": 0})
+    listed = {"commits": [], "latest_table_version": None}
+    start = 0
+    while True:  # every page (get_commits_page_size), as a UC client reads them: on from the version after the last
+        page = s.owner.uc("GET", "/delta/preview/commits",
+                          {"table_id": table_id, "table_uri": location, "start_version": start})
+        listed["commits"] += page["commits"]
+        listed["latest_table_version"] = page["latest_table_version"]
+        if not page["commits"] or max(c["version"] for c in page["commits"]) >= page["latest_table_version"]:
+            break
+        start = max(c["version"] for c in page["commits"]) + 1
     versions = [c["version"] for c in listed["commits"]]
     assert sorted(versions) == list(range(1, latest + 1)), listed
     assert listed["latest_table_version"] == latest

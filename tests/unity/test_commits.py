@@ -7,8 +7,13 @@ from __future__ import annotations
 import json
 import urllib.parse
 import uuid
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
+from tests.conftest import make_backend
+from tests.ops.test_cli import cli
 from tests.support import Service, actions, db_commit_files, delta_file, ndjson, wait_until
 from tests.unity.conftest import Writer, assert_uc_error, db_rows, ok, picture, sha, uc
 
@@ -274,3 +279,100 @@ def test_concurrent_commits_of_one_version_ratify_exactly_one_file(uc_service: S
             assert_uc_error(status, payload, 409, "COMMIT_VERSION_CONFLICT")
     assert db_commit_files(uc_service.backend.database_url, w.table_id) == {1: winners[0]}
     assert sorted(uc_service.backend.list(f"{w.location}/_delta_log/_staged_commits")) == sorted(names)
+
+
+def test_a_staged_file_overwritten_after_ratification_is_never_published_and_fences_the_table(
+        uc_service: Service) -> None:
+    """The writer's credential can write _staged_commits/: bytes put there after the owner ratified the file
+    are refused at publication (the SHA-256 kept at ratification judges), the table is fenced, and <v>.json
+    is never written with them."""
+    from client.contract.errors import ForeignCommitFileError
+
+    svc = uc_service
+    w = new_writer(svc)
+    status, _, name = w.commit(1)
+    assert status == 200
+    ratified = w.staged[1]
+    staged_uri = f"{w.location}/_delta_log/_staged_commits/{name}"
+    tampered = ndjson(actions(2, tag="tampered"))
+    svc.backend.write(staged_uri, tampered)
+    try:
+        svc.client().backfill_to_version(w.table_id, 1)
+        raise AssertionError("publication of an overwritten staged file was not refused")
+    except ForeignCommitFileError as e:
+        assert name in e.message and "ratified" in e.message and "fenced" in e.message, e.message
+    assert not svc.backend.exists(delta_file(w.location, 1))  # neither the new bytes nor any others
+    info = svc.client().get_table(w.table_id)
+    assert (info.status, info.accepting_commits, info.latest_backfilled_version) == ("FENCED", False, 0)
+    assert name in info.raw["statusReason"]
+    status, payload, _ = w.commit(2)
+    assert_uc_error(status, payload, 400, "FAILED_PRECONDITION")
+    # restoring the ratified bytes lets an operator unfence; then the ratified bytes, only they, are published
+    svc.backend.write(staged_uri, ratified)
+    res = cli("tables", "unfence", w.table_id, "--json", env=svc.backend.env())
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["backfilledThrough"] == 1
+    assert svc.backend.read(delta_file(w.location, 1)) == ratified
+
+
+def test_the_backfiller_publishes_the_ratified_bytes_even_if_the_staged_file_is_overwritten(
+        uc_service_backfilling: Service) -> None:
+    """With the server-side backfiller on, the bytes it publishes are the ones it ratified: from its own copy
+    when it still holds it, else checked against the checksum. The overwrite never reaches <v>.json."""
+    svc = uc_service_backfilling
+    w = new_writer(svc)
+    for v in (1, 2, 3):
+        status, _, name = w.commit(v)
+        assert status == 200
+        svc.backend.write(f"{w.location}/_delta_log/_staged_commits/{name}", ndjson(actions(1, tag=f"x{v}")))
+    wait_until(lambda: svc.client().get_table(w.table_id).latest_backfilled_version >= 3
+               or svc.client().get_table(w.table_id).status == "FENCED", what="backfill or fence")
+    for v in (1, 2, 3):
+        path = delta_file(w.location, v)
+        assert not svc.backend.exists(path) or svc.backend.read(path) == w.staged[v], v
+
+
+@pytest.fixture(scope="module")
+def paged_service(request: pytest.FixtureRequest) -> Iterator[Service]:
+    """getCommits pages of 2 commits, no background backfill, room for 6 unpublished commits (SQLite + local
+    disk: paging is one LIMIT of the store's read, the same statement on every backend)."""
+    svc = Service(make_backend(request, "sqlite", "local", "uc-paged"), extra_env={
+        "COMMIT_OWNER_BACKFILL": "false", "COMMIT_OWNER_MAX_UNBACKFILLED_COMMITS": "6",
+        "COMMIT_OWNER_GET_COMMITS_PAGE_SIZE": "2"}).start()
+    yield svc
+    svc.stop()
+
+
+def read_all_commits(w: Writer, start: int, end: int | None = None) -> tuple[list[list[int]], int]:
+    """What a UC client does (delta-spark's UCCommitCoordinatorClient, the spec's latest_table_version note):
+    ask from ``start``; while the reply lists fewer commits than the range up to min(latest, end) holds, ask
+    again from the version after the last one listed. Returns the versions of each page and the latest."""
+    pages: list[list[int]] = []
+    while True:
+        reply = w.get_commits(start, end)
+        versions = sorted(c["version"] for c in reply["commits"])
+        pages.append(versions)
+        top = reply["latest_table_version"] if end is None else min(end, reply["latest_table_version"])
+        if not versions or versions[-1] >= top:
+            return pages, reply["latest_table_version"]
+        start = versions[-1] + 1
+
+
+def test_get_commits_answers_in_bounded_pages_that_a_client_reads_to_the_end(paged_service: Service) -> None:
+    w = new_writer(paged_service)
+    for v in range(1, 6):
+        assert w.commit(v)[0] == 200
+    first = w.get_commits(1)
+    assert ([c["version"] for c in first["commits"]], first["latest_table_version"]) == ([1, 2], 5)
+    assert read_all_commits(w, 1) == ([[1, 2], [3, 4], [5]], 5)
+    assert read_all_commits(w, 2, 4) == ([[2, 3], [4]], 5)
+    assert read_all_commits(w, 5) == ([[5]], 5)
+    assert read_all_commits(w, 6) == ([[]], 5)
+    # published commits stay listed (Sail), so paging covers them too
+    for v in (1, 2, 3):
+        w.publish(v)
+    assert uc(paged_service, "POST", COMMITS, {"table_id": w.table_id, "table_uri": w.location,
+                                               "latest_backfilled_version": 3}) == (200, {})
+    assert read_all_commits(w, 0) == ([[1, 2], [3, 4], [5]], 5)
+    got = [c for page in (w.get_commits(s)["commits"] for s in (1, 3, 5)) for c in page]
+    assert [(c["version"], c["file_size"]) for c in got] == [(v, len(w.staged[v])) for v in range(1, 6)]

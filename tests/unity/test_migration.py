@@ -1,5 +1,5 @@
-"""Migration 0003 on both databases: a store at 0002 with tables upgrades with its rows intact (unnamed
-tables), and downgrades back to 0002."""
+"""Migrations 0003 and 0004 on both databases: a store at the revision before with tables upgrades with its
+rows intact (unnamed tables; not dropped), and downgrades back."""
 
 from __future__ import annotations
 
@@ -36,6 +36,36 @@ def test_0003_adds_names_beside_existing_tables_and_downgrades(db: str, tmp_path
 
         command.downgrade(_alembic_config(url), "0002")
         assert not {"catalogs", "schemas", "table_names", "staging_tables"} & set(inspect(engine).get_table_names())
+        with engine.connect() as conn:
+            assert conn.execute(text("SELECT count(*) FROM owned_tables")).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_0004_adds_the_dropped_mark_and_the_credential_ledger_and_downgrades(db: str, tmp_path, request) -> None:  # type: ignore[no-untyped-def]
+    from alembic import command
+
+    from coordinator.store.engine import _alembic_config
+
+    url = (f"sqlite+aiosqlite:///{tmp_path}/m.db" if db == "sqlite"
+           else request.getfixturevalue("pg_database_factory")())
+    migrate(url, revision="0003")
+    engine = create_engine(sync_url(url))
+    try:
+        with engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO owned_tables (table_id, location, commit_dir, base_version, latest_version, "
+                "latest_backfilled_version, accepting, status, created_at, updated_at) VALUES "
+                "('00000000-0000-0000-0000-000000000001', 'file:///wh/t', '_commits', 0, 3, 3, true, 'ACTIVE', 1, 1)"))
+        migrate(url)
+        assert "vended_credentials" in set(inspect(engine).get_table_names())
+        with engine.connect() as conn:
+            rows = conn.execute(text("SELECT table_id, status, dropped_at, dropped_name FROM owned_tables")).all()
+        assert [tuple(r) for r in rows] == [("00000000-0000-0000-0000-000000000001", "ACTIVE", None, None)]
+        command.downgrade(_alembic_config(url), "0003")
+        assert "vended_credentials" not in set(inspect(engine).get_table_names())
+        assert not {"dropped_at", "dropped_name"} & {c["name"] for c in inspect(engine).get_columns("owned_tables")}
         with engine.connect() as conn:
             assert conn.execute(text("SELECT count(*) FROM owned_tables")).scalar() == 1
     finally:

@@ -267,25 +267,6 @@ def test_api_v1_names_a_catalog_managed_table_managed_and_refuses_a_type_that_do
     assert (got["table_id"], got["table_type"], got["storage_location"]) == (info.table_id, "MANAGED", loc)
 
 
-def test_dropping_a_table_forgets_its_name_and_never_deletes_data(uc_service: Service) -> None:
-    w = Writer(uc_service).names()
-    w.create()
-    status, _, _ = w.commit(1)
-    assert status == 200
-    files = uc_service.backend.snapshot(w.location)
-    assert ok(uc_service, "DELETE", f"/tables/{w.full_name}") == {}
-    status, payload = uc(uc_service, "GET", f"/tables/{w.full_name}")
-    assert_uc_error(status, payload, 404, "TABLE_NOT_FOUND")
-    assert uc_service.backend.snapshot(w.location) == files
-    # a ratified commit keeps the ownership registration (and its audit rows), now without a name
-    info = uc_service.client().get_table(w.table_id)
-    assert info.name is None and info.latest_table_version == 1
-    # the name is free again
-    w2 = Writer(uc_service, catalog=w.catalog)
-    w2.create()
-    assert w2.table_id != w.table_id
-
-
 def test_unknown_routes_answer_unity_catalogs_envelope_and_api_v1_keeps_its_own(uc_service: Service) -> None:
     before = picture(uc_service)
     status, payload = uc(uc_service, "GET", "/volumes")

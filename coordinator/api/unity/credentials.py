@@ -8,12 +8,12 @@ then the vendor (S3 without ``vend_role_arn``: 400). Only then is STS asked, cou
 from __future__ import annotations
 
 import logging
-import re
 
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError, PermissionDeniedError
 
+from ...security.tokens import session_name
 from ...vending import PATH_OPERATIONS, TABLE_OPERATIONS, Access, Vended
 from ..auth import require
 from ..errors import json_body, json_response, only_params
@@ -21,8 +21,6 @@ from ..keys import METRICS, PRINCIPAL, SERVICE, VENDOR
 from ..parse import parse_uuid
 
 log = logging.getLogger("commit_owner.vending")
-
-_SESSION_CHARS = re.compile(r"[^\w+=,.@-]")
 
 
 def _operation(body: dict, allowed: dict[str, tuple[Access, str]]) -> tuple[str, Access, str]:
@@ -38,8 +36,9 @@ async def issue(request: web.Request, location: str, operation: str, access: Acc
     """Vend credentials for a location the request was already checked for; counted and logged."""
     principal = request.get(PRINCIPAL)
     token_id = principal.token_id if principal is not None else "-"
-    session = _SESSION_CHARS.sub("-", f"commit-owner-{token_id}")[:64]
-    vended: Vended = await request.app[VENDOR].vend(location, access, session_name=session)
+    session = session_name(token_id)
+    vended: Vended = await request.app[VENDOR].vend(location, access, session_name=session, token_id=token_id,
+                                                    operation=operation)
     kind = "s3" if vended.aws is not None else "local"
     request.app[METRICS].credentials_issued.labels(operation, kind).inc()
     log.info("issued %s credentials (%s) for %s %s, expiring at %d ms, token %s", operation, kind,
