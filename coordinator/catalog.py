@@ -16,6 +16,7 @@ from typing import Any
 
 from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.errors import (
+    CommitOwnerError,
     InvalidArgumentError,
     NotFoundError,
     TableNotFoundError,

@@ -49,7 +49,7 @@ def _table_rows(tables: list[Any], ages: dict[str, int]) -> str:
         cls = "stopped" if not t.accepting else ("behind" if t.unbackfilled else "")
         cells = [
             f'<td class="id"><code>{html.escape(t.table_id)}</code></td>',
-            f'<td class="name">{html.escape(t.name or "")}</td>',  # catalog.schema.table, when named
+            f'<td class="name">{html.escape(t.label or "")}</td>',  # catalog.schema.table, or "... (dropped)"
             f'<td class="location">{html.escape(t.location)}</td>',
             f'<td class="status">{html.escape(t.status)}</td>',
             f'<td class="accepting">{"yes" if t.accepting else "no"}</td>',

@@ -211,6 +211,7 @@ def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     """Every table: id, name, latest, backfilled, unbackfilled, accepting, status, last commit time, location."""
     from coordinator.cli.human import cell
     from coordinator.ops.commands import iso_time, list_tables
+    from coordinator.store.rows import shown_name
 
     rows = list_tables(load_settings(config, **overrides))
     for r in rows:
@@ -218,11 +219,12 @@ def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
-    width = max([len("NAME"), *(len(cell(r["name"])) for r in rows)])
+    names = {r["tableId"]: cell(shown_name(r["name"], r["droppedName"])) for r in rows}
+    width = max([len("NAME"), *map(len, names.values())])
     click.echo(f"{'TABLE ID':36}  {'NAME':{width}}  {'LATEST':>7}  {'BACKFILLED':>10}  {'UNBACKFILLED':>12}  "
                f"{'ACCEPTING':9}  {'STATUS':8}  {'LAST COMMIT':20}  LOCATION")
     for r in rows:
-        click.echo(f"{r['tableId']:36}  {cell(r['name']):{width}}  {r['latestTableVersion']:>7}  "
+        click.echo(f"{r['tableId']:36}  {names[r['tableId']]:{width}}  {r['latestTableVersion']:>7}  "
                    f"{r['latestBackfilledVersion']:>10}  {r['unbackfilledCommits']:>12}  "
                    f"{cell(r['acceptingCommits']):9}  {r['status']:8}  {cell(r['lastCommitTime']):20}  {r['location']}")
 

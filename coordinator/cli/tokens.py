@@ -15,6 +15,7 @@ import click
 
 from client.contract.errors import CommitOwnerError
 from coordinator.cli.exit_codes import classify
+from coordinator.cli.human import when
 from coordinator.cli.options import load_settings, settings_options
 from coordinator.security.tokens import new_token, parse_scope, session_name
 from coordinator.settings import Settings
@@ -168,9 +169,9 @@ def tokens_revoke(token_id: str, as_json: bool, config: str | None, **overrides:
     if not outstanding:
         return
     click.echo(f"{len(outstanding)} credential(s) vended to this token still work until they expire, the last at "
-               f"{_when(until)}:", err=True)
+               f"{when(until)}:", err=True)
     for v in outstanding:
-        click.echo(f"  {v.kind:5}  {v.operation:16}  until {_when(v.expires_at)}  {v.location}", err=True)
+        click.echo(f"  {v.kind:5}  {v.operation:16}  until {when(v.expires_at)}  {v.location}", err=True)
     if s3:
         role = settings.vend_role_arn or "the vending role (vend_role_arn)"
         click.echo(f"The owner cannot revoke an STS session. To end the S3 ones now, add this statement to the "
@@ -178,17 +179,11 @@ def tokens_revoke(token_id: str, as_json: bool, config: str | None, **overrides:
         click.echo(json.dumps(report["s3DenyStatement"]), err=True)
 
 
-def _when(ms: int | None) -> str:
-    return "-" if ms is None else time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ms / 1000))
-
-
 @tokens.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_options
 def tokens_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     """Every token: id, scopes, created, revoked (never a secret or a hash)."""
-    from coordinator.cli.human import when
-
     rows = _run(_settings(config, overrides), lambda store: store.list())
     if as_json:
         click.echo(json.dumps([r.to_json() for r in rows], indent=2))
@@ -197,4 +192,4 @@ def tokens_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     click.echo(f"{'TOKEN ID':16}  {'CREATED':20}  {'REVOKED':20}  SCOPES")
     for r in rows:
         scopes = "; ".join(f"{s['prefix']}:{','.join(s['actions'])}" for s in r.scopes)
-        click.echo(f"{r.id:16}  {_when(r.created):20}  {_when(r.revoked):20}  {scopes}")
+        click.echo(f"{r.id:16}  {when(r.created):20}  {when(r.revoked):20}  {scopes}")

@@ -23,6 +23,12 @@ def full_name(catalog: str, schema: str, name: str) -> str:
     return f"{catalog}.{schema}.{name}"
 
 
+def shown_name(name: str | None, dropped_name: str | None) -> str | None:
+    """A table's name as the ops views show it: ``catalog.schema.table``, or the name it had marked
+    ``(dropped)``; None for a table that never had one."""
+    return name if dropped_name is None else f"{dropped_name} (dropped)"
+
+
 @dataclass(frozen=True)
 class TableRow:
     table_id: str
@@ -43,6 +49,10 @@ class TableRow:
     name: str | None = None  # ``catalog.schema.table`` when the table has a name (table_names)
     dropped_at: int | None = None  # DROP TABLE: when (status DROPPED); None while the table is live
     dropped_name: str | None = None  # the name the table had when it was dropped
+
+    @property
+    def label(self) -> str | None:
+        return shown_name(self.name, self.dropped_name)
 
     @property
     def reported_latest(self) -> int:

@@ -60,7 +60,13 @@ def test_drop_publishes_every_ratified_commit_then_frees_the_name_and_keeps_ever
     assert re.search(r"^status\s+DROPPED$", text, re.M) and re.search(
         rf"^droppedName\s+{re.escape(w.full_name)}$", text, re.M), text
     listed_text = cli("tables", "list", "--database-url", b.database_url).stdout
-    assert [line.split()[5] for line in listed_text.splitlines() if line.startswith(w.table_id)] == ["DROPPED"]
+    line = next(line for line in listed_text.splitlines() if line.startswith(w.table_id))
+    assert re.search(rf"^{w.table_id}\s+{re.escape(w.full_name)} \(dropped\)\s+2\s+2\s+0\s+no\s+DROPPED\s", line), line
+    import urllib.request
+
+    with urllib.request.urlopen(f"{svc.endpoint}/") as reply:  # the status page (auth is off here)
+        page = reply.read().decode()
+    assert f'<td class="name">{w.full_name} (dropped)</td>' in page
     row = [r for r in db_rows(b.database_url)["owned_tables"] if r[0].strip("'") == w.table_id]
     assert len(row) == 1 and "None" in row[0]  # no lease holder (lease_owner is NULL)
     # the name is free again, for a new table with a new id
