@@ -8,9 +8,14 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from client.contract.layout import delta_file
 from harness.world import (
@@ -36,7 +41,7 @@ from harness.world import (
 __all__ = [
     "ID_SCHEMA", "ROOT", "S3_KEY", "S3_SECRET", "Backend", "MotoServer", "ReplyDroppingProxy", "Service", "actions",
     "create_owned_table", "data_commit", "db_commit_files", "delta_file", "delta_rs_table", "delta_rs_target",
-    "free_port", "migrate", "ndjson", "next_ict", "version0", "wait_http", "wait_until",
+    "free_port", "migrate", "ndjson", "next_ict", "side_python", "version0", "wait_http", "wait_until",
 ]
 
 
@@ -192,3 +197,19 @@ def db_commit_files(database_url: str, table_id: str) -> dict[int, str]:
             return {int(v): str(f) for v, f in rows}
     finally:
         engine.dispose()
+
+
+def side_python(venv: str, probe: str, make_target: str, what: str) -> Path:
+    """The python of an outside client's own virtualenv (``venv`` under the checkout, made by ``make
+    make_target``, which `make test` runs) once ``import probe`` works there; otherwise the test skips, loudly,
+    with the reason."""
+    python = ROOT / venv / "bin" / "python"
+    if not python.exists():
+        reason = f"{python} is missing: run `make {make_target}` (make test does)"
+    else:
+        res = subprocess.run([str(python), "-c", f"import {probe}"], capture_output=True, text=True)
+        if res.returncode == 0:
+            return python
+        reason = f"{what} does not import in {venv}: {res.stderr.strip()[-300:]}"
+    print(f"\n!!! {reason}; the {what} tests are SKIPPED !!!\n", file=sys.stderr)
+    pytest.skip(reason)

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,17 @@ def start_owner(backend: Backend, catalog: str, **env: str) -> Owner:
     owner = Owner(svc, token, catalog)
     owner.uc("POST", "/catalogs", {"name": catalog})
     return owner
+
+
+def demo_owner(request: Any, db: str, label: str) -> Iterator[Owner]:
+    """An owner (tokens on, ``db`` + local disk) with catalog ``main`` and schema ``main.demo``, stopped
+    afterwards: the outside engines' tests' fixture body (``yield from demo_owner(...)``)."""
+    from tests.conftest import make_backend
+
+    o = start_owner(make_backend(request, db, "local", label), "main")
+    o.uc("POST", "/schemas", {"catalog_name": "main", "name": "demo"})
+    yield o
+    o.service.stop()
 
 
 class SailServer:

@@ -7,38 +7,24 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import make_backend
-from tests.support import ROOT
-from tests.unity.sail import Owner, start_owner
+from tests.support import side_python
+from tests.unity.sail import Owner, demo_owner
 
-DAFT_PYTHON = ROOT / ".venv-daft" / "bin" / "python"
 DRIVER = Path(__file__).with_name("drive_daft.py")
 
 
 def daft_python() -> Path:
-    if not DAFT_PYTHON.exists():
-        reason = f"{DAFT_PYTHON} is missing: run `make install-daft` (make test does)"
-    else:
-        probe = subprocess.run([str(DAFT_PYTHON), "-c", "import daft.catalog.__unity"], capture_output=True, text=True)
-        if probe.returncode == 0:
-            return DAFT_PYTHON
-        reason = f"daft[unity] does not import in .venv-daft: {probe.stderr.strip()[-300:]}"
-    print(f"\n!!! {reason}; the Daft tests are SKIPPED !!!\n", file=sys.stderr)
-    pytest.skip(reason)
+    return side_python(".venv-daft", "daft.catalog.__unity", "install-daft", "Daft")
 
 
 @pytest.fixture(scope="module")
 def owner(request: pytest.FixtureRequest) -> Iterator[Owner]:
-    o = start_owner(make_backend(request, "sqlite", "local", "daft"), "main")
-    o.uc("POST", "/schemas", {"catalog_name": "main", "name": "demo"})
-    yield o
-    o.service.stop()
+    yield from demo_owner(request, "sqlite", "daft")
 
 
 def test_daft_reads_owned_tables_by_name_and_creates_a_managed_table_without_a_location(owner: Owner) -> None:

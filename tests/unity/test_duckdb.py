@@ -20,8 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import make_backend
-from tests.unity.sail import Owner, start_owner
+from tests.unity.sail import Owner, demo_owner
 
 duckdb = pytest.importorskip("duckdb", reason="DUCKDB TESTS SKIPPED: duckdb is not installed (the test extra has it)")
 
@@ -31,10 +30,7 @@ EXTENSIONS = (("duckdb_extension_httpfs", "httpfs"), ("duckdb_extension_delta", 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def owner(request: pytest.FixtureRequest) -> Iterator[Owner]:
-    o = start_owner(make_backend(request, request.param, "local", f"duckdb-{request.param}"), "main")
-    o.uc("POST", "/schemas", {"catalog_name": "main", "name": "demo"})
-    yield o
-    o.service.stop()
+    yield from demo_owner(request, request.param, f"duckdb-{request.param}")
 
 
 def connect(owner: Owner) -> Any:

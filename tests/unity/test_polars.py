@@ -13,18 +13,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import make_backend
-from tests.unity.sail import Owner, start_owner
+from tests.unity.sail import Owner, demo_owner
 
 pl = pytest.importorskip("polars", reason="POLARS TESTS SKIPPED: polars is not installed (the test extra has it)")
 
 
 @pytest.fixture(scope="module")
 def owner(request: pytest.FixtureRequest) -> Iterator[Owner]:
-    o = start_owner(make_backend(request, "sqlite", "local", "polars"), "main")
-    o.uc("POST", "/schemas", {"catalog_name": "main", "name": "demo"})
-    yield o
-    o.service.stop()
+    yield from demo_owner(request, "sqlite", "polars")
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,23 +15,14 @@ import pytest
 
 from tests.conftest import make_backend
 from tests.security.conftest import store_token
-from tests.support import ROOT, Service, db_commit_files
+from tests.support import Service, db_commit_files, side_python
 from tests.unity.conftest import ok
 
-UC_PYTHON = ROOT / ".venv-uc" / "bin" / "python"
 DRIVER = Path(__file__).with_name("drive_uc_client.py")
 
 
 def uc_client_python() -> Path:
-    if not UC_PYTHON.exists():
-        reason = f"{UC_PYTHON} is missing: run `make install-uc-client` (make test does)"
-    else:
-        probe = subprocess.run([str(UC_PYTHON), "-c", "import unitycatalog.client"], capture_output=True, text=True)
-        if probe.returncode == 0:
-            return UC_PYTHON
-        reason = f"unitycatalog-client does not import in .venv-uc: {probe.stderr.strip()[-300:]}"
-    print(f"\n!!! {reason}; the unitycatalog-client tests are SKIPPED !!!\n", file=sys.stderr)
-    pytest.skip(reason)
+    return side_python(".venv-uc", "unitycatalog.client", "install-uc-client", "unitycatalog-client")
 
 
 @pytest.fixture(scope="module")
