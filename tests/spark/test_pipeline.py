@@ -77,16 +77,19 @@ def test_five_appends_and_an_overwrite_read_back_the_same_rows_at_every_version(
     written: list[tuple[Any, ...]] = []
     for n in range(1, 6):
         rows = batch(n)
-        result = write_table(spark.createDataFrame(rows, SCHEMA), location, partition_by=["part"], client=owner)
+        result = write_table(spark.createDataFrame(rows, SCHEMA), location, partition_by=["part"], client=owner,
+                             wait_published=False)
         assert result.version == n and result.num_records == len(rows)
         written += rows
         expected[n] = sorted(written)
     final = batch(99, size=3)
-    result = write_table(spark.createDataFrame(final, SCHEMA), location, mode="overwrite", client=owner)
+    result = write_table(spark.createDataFrame(final, SCHEMA), location, mode="overwrite", client=owner,
+                         wait_published=False)
     assert result.version == 6
     expected[6] = sorted(final)
 
-    # Nothing is published yet (the owner backfills only when asked): read_table reads through the owner.
+    # Nothing is published yet (the owner backfills only when asked, and the writes did not wait for it):
+    # read_table reads through the owner.
     assert not (where / "_delta_log" / f"{1:020d}.json").exists()
     for version, rows in expected.items():
         assert spark_rows(read_table(spark, location, version)) == rows, f"read_table at version {version}"
