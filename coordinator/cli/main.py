@@ -236,7 +236,7 @@ def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
 @settings_options(("database_url",))
 def tables_show(table: str, as_json: bool, limit: int, config: str | None, **overrides: Any) -> None:
-    """One table (by id or location) with its recent commits from the audit trail."""
+    """One table (by id, catalog.schema.table name, or location: path or URI) with its recent commits."""
     from coordinator.cli.human import cell, when
     from coordinator.ops.commands import show_table
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -12,14 +13,17 @@ from client.contract.errors import (
     CommitOwnerError,
     ForeignCommitFileError,
     InvalidArgumentError,
+    NotFoundError,
     OwnershipPublishedError,
     TableNotFoundError,
     UnavailableError,
 )
 from client.contract.layout import commit_dir_uri, delta_file, delta_file_name, log_dir, normalize_location, parse_delta_file
+from coordinator.catalog import split_full_name
 from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore, TableRow, open_engine
+from coordinator.store.names import NameStore
 
 
 @contextlib.asynccontextmanager
@@ -33,10 +37,22 @@ async def _open(settings: Settings) -> AsyncIterator[tuple[OwnershipStore, Stora
 
 
 async def _resolve(store: OwnershipStore, ref: str) -> TableRow:
+    """The table an operator names: a table id, a ``catalog.schema.table`` name, or a location (an absolute or
+    relative path, a file:// or s3:// URI). Raises TableNotFoundError, InvalidArgumentError."""
     try:
         return await store.get_table(str(uuid.UUID(ref)))
     except ValueError:
-        return await store.find_table(normalize_location(ref))
+        pass
+    if "/" not in ref and ":" not in ref and ref.count(".") == 2:
+        try:
+            return (await NameStore(store).get_named(*split_full_name(ref, 3)))[0]
+        except NotFoundError as e:
+            raise TableNotFoundError(f"{e.message} (by name; a table id or location works too)") from None
+    try:
+        return await store.find_table(normalize_location(ref if ":" in ref else os.path.abspath(ref)))
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{ref[:120]!r} names no table: give a table id, a catalog.schema.table name or a "
+                                   f"location ({e.message})") from None
 
 
 def iso_time(ms: int | None) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import coordinator
@@ -46,6 +46,10 @@ def check_database_url(url: str) -> None:
     backend = u.drivername.split("+", 1)[0]
     if backend not in ("sqlite", "postgresql", "postgres"):
         raise ValueError(f"the ownership store is SQLite or PostgreSQL, not {backend}: expected {URL_EXAMPLES}")
+    try:
+        u.get_dialect()  # loads the driver's plugin: a typo'd driver name is refused here, in one line
+    except NoSuchModuleError:
+        raise ValueError(f"no database driver named {u.drivername!r}: expected {URL_EXAMPLES}") from None
     if backend == "sqlite" and (u.host or u.port or u.username):
         # `sqlite://./x.db` reads "." as a host, which SQLite has none of
         raise ValueError("a SQLite URL has no host: three slashes before a relative path "

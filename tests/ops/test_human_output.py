@@ -73,3 +73,26 @@ def test_no_listing_prints_none_true_or_false_and_named_tables_show_their_name(m
     [row] = [r for r in json.loads(cli("tables", "list", "--json", "--database-url", db).stdout)
              if r["tableId"] == fresh_id]
     assert row["name"] is None and row["lastCommitAt"] is None and row["acceptingCommits"] is True
+
+
+def test_tables_show_finds_a_table_by_id_name_location_or_relative_path(manual_service: Service) -> None:
+    import os
+
+    from tests.ops.test_cli import ROOT
+
+    svc = manual_service
+    db = svc.backend.database_url
+    name, loc = name_a_table(svc)
+    table_id = json.loads(cli("tables", "show", loc, "--json", "--database-url", db).stdout)["tableId"]
+    relative = os.path.relpath(loc[len("file://"):], ROOT)  # the command runs in the checkout's folder
+    for ref in (table_id, name, loc, loc[len("file://"):], relative):
+        res = cli("tables", "show", ref, "--json", "--database-url", db)
+        assert res.returncode == 0, (ref, res.stderr)
+        assert json.loads(res.stdout)["tableId"] == table_id, ref
+
+    before = cli("tables", "list", "--json", "--database-url", db).stdout
+    missing = cli("tables", "show", "main.nope.cities", "--database-url", db)
+    assert missing.returncode == 1 and "table main.nope.cities does not exist (by name;" in missing.stderr, missing.stderr
+    bad = cli("tables", "show", "s3:/one-slash", "--database-url", db)
+    assert bad.returncode != 0 and "give a table id, a catalog.schema.table name or a location" in bad.stderr, bad.stderr
+    assert cli("tables", "list", "--json", "--database-url", db).stdout == before  # refusals change nothing

@@ -62,6 +62,8 @@ def test_a_sqlite_url_naming_no_database_leaves_no_empty_file(tmp_path: Path, ur
     ("sqlite+aiosqlite://./owner.db", "a SQLite URL has no host: three slashes before a relative path"),
     ("sqlite:owner.db", "not a database URL: expected sqlite+aiosqlite:///"),
     ("mysql://root@localhost/owner", "the ownership store is SQLite or PostgreSQL, not mysql"),
+    ("sqlite+aiosqlit:///./owner.db", "no database driver named 'sqlite+aiosqlit'"),
+    ("postgresql+psycopgg://postgres@127.0.0.1/owner", "no database driver named 'postgresql+psycopgg'"),
 ])
 def test_a_malformed_database_url_is_refused_before_anything_opens(tmp_path: Path, url: str, says: str) -> None:
     for command in (("serve", "--port", "1"), ("migrate",), ("tables", "list")):
