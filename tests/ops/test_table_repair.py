@@ -91,11 +91,12 @@ def test_tables_create_refuses_bad_arguments_and_changes_nothing(manual_service:
     assert not [t for t in svc.client().list_tables() if t.location == loc]
 
 
-def test_tables_show_of_a_relative_path_says_the_path_must_be_absolute(manual_service: Service) -> None:
-    res = cli("tables", "show", "warehouse/t2", *db_args(manual_service))
+def test_tables_show_of_a_relative_path_looks_in_the_working_directory(manual_service: Service) -> None:
+    from tests.support import ROOT
+
+    res = cli("tables", "show", "warehouse/t2", *db_args(manual_service))  # cli runs in the checkout's folder
     assert res.returncode == 1
-    assert res.stderr.strip() == ("error: location must be an absolute path, file:// or s3:// URI, "
-                                  "got 'warehouse/t2'")
+    assert res.stderr.strip() == f"error: no owned table at {(ROOT / 'warehouse' / 't2').as_uri()}"
 
 
 # -- tables forget -------------------------------------------------------------------------------------
