@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from client.contract.errors import LocationNotAllowedError
 from client.contract.layout import LOG_DIR, has_scheme, local_path, normalize_prefix
 
-
 _O_PATH = getattr(os, "O_PATH", 0)
 _FD_LINKS = "/proc/self/fd/"
 _fd_links = _O_PATH != 0 and os.path.isdir(_FD_LINKS)
