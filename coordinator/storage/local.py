@@ -88,9 +88,9 @@ _Job = tuple[asyncio.AbstractEventLoop, "asyncio.Future[Any]", Callable[..., Any
 
 
 class DiskThreads:
-    """At most ``threads`` worker threads running blocking calls for the event loop, started on demand.
+    """``threads`` worker threads running blocking calls for the event loop, started at the first call.
 
-    ``run`` hands a call to an idle thread (one ``SimpleQueue.put``) and awaits an asyncio future that the
+    ``run`` puts a call on the queue the threads take from (one ``SimpleQueue.put``) and awaits an asyncio future that the
     thread completes with one ``call_soon_threadsafe``. A caller that stops waiting (cancellation, the
     deadline wrapper) does not stop the call: its thread finishes it and drops the result.
     """
@@ -102,7 +102,6 @@ class DiskThreads:
         self._name = name
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
-        self._idle = 0  # threads waiting for a job (read without a lock: a stale value starts a spare thread at most)
         self._lock = threading.Lock()
         self._closed = False
 
@@ -111,25 +110,26 @@ class DiskThreads:
             raise RuntimeError("cannot run a disk call after close")
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._jobs.put((loop, fut, fn, args))
-        if self._idle <= 0 and len(self._threads) < self._max:
+        if not self._threads:
             self._start()
+        self._jobs.put((loop, fut, fn, args))
         return fut
 
     def _start(self) -> None:
+        """All the threads at the first call: an idle one costs nothing but waiting on the queue, and no call
+        then pays for counting idle threads (as ThreadPoolExecutor does, with a semaphore, per call)."""
         with self._lock:
-            if len(self._threads) >= self._max or self._closed:
+            if self._threads or self._closed:
                 return
-            t = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
-            t.start()
-            self._threads.append(t)
+            for i in range(self._max):
+                t = threading.Thread(target=self._work, name=f"{self._name}_{i}", daemon=True)
+                t.start()
+                self._threads.append(t)
 
     def _work(self) -> None:
         jobs = self._jobs
         while True:
-            self._idle += 1
             job = jobs.get()
-            self._idle -= 1
             if job is None:
                 return
             loop, fut, fn, args = job
