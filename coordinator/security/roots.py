@@ -4,6 +4,10 @@ A location is allowed when, after normalisation (``normalize_location``: scheme 
 one round of percent-decoding, look-alike characters refused), it lies strictly below one root on
 path-segment boundaries. On local disk both sides are also resolved with ``realpath``, so a symlink
 inside a root that points out of it does not open a way out.
+
+Resolving is :func:`resolve`: on Linux the kernel's own resolution of an open ``O_PATH`` descriptor (three
+system calls), else ``os.path.realpath`` (an ``lstat`` per path segment, in Python): the same answer for a
+path that exists, about a third of the cost; a path that does not exist, or any failure, takes ``realpath``.
 """
 
 from __future__ import annotations
@@ -14,6 +18,36 @@ from dataclasses import dataclass
 
 from client.contract.errors import LocationNotAllowedError
 from client.contract.layout import LOG_DIR, has_scheme, local_path, normalize_prefix
+
+_O_PATH = getattr(os, "O_PATH", 0)
+_FD_LINKS = "/proc/self/fd/"
+_fd_links = _O_PATH != 0 and os.path.isdir(_FD_LINKS)
+
+
+def resolve(path: str) -> str:
+    """``os.path.realpath(path)``: every symlink followed, ``.``/``..`` and repeated slashes gone.
+
+    An existing folder is resolved by the kernel (``open(O_PATH | O_DIRECTORY)``, then ``readlink`` of its
+    ``/proc/self/fd`` entry, which names the folder the open reached); anything else by ``realpath``."""
+    if _fd_links:
+        try:
+            fd = os.open(path, _O_PATH | os.O_DIRECTORY)
+        except OSError:
+            return os.path.realpath(path)
+        try:
+            real = os.readlink(_FD_LINKS + str(fd))
+        except OSError:
+            real = ""
+        finally:
+            os.close(fd)
+        if real.startswith("/") and not real.endswith(" (deleted)"):
+            return real
+    return os.path.realpath(path)
+
+
+def _inside(real: str, bases: tuple[str, ...]) -> bool:
+    """Whether the resolved path ``real`` lies strictly below one of ``bases`` (each ending in ``/``)."""
+    return real.startswith(bases)
 
 
 @dataclass(frozen=True)
@@ -26,8 +60,7 @@ class Root:
             return False
         if self.real is None:
             return True
-        real = os.path.realpath(local_path(location))
-        return real.startswith(self.real.rstrip("/") + "/")
+        return _inside(resolve(local_path(location)), (self.real.rstrip("/") + "/",))
 
 
 def parse_root(raw: str, cwd: str | None = None) -> Root:
@@ -60,9 +93,8 @@ def check_local_log(location: str, commit_dir: str, roots: Iterable[Root]) -> No
     """
     if not location.startswith("file://"):
         return
-    local_roots = [r for r in roots if r.real is not None]
+    bases = tuple(r.real.rstrip("/") + "/" for r in roots if r.real is not None)
     for sub in (LOG_DIR, f"{LOG_DIR}/{commit_dir}"):
-        real = os.path.realpath(os.path.join(local_path(location), sub))
-        if not any(real.startswith(r.real.rstrip("/") + "/") for r in local_roots):  # type: ignore[union-attr]
+        if not _inside(resolve(os.path.join(local_path(location), sub)), bases):
             raise LocationNotAllowedError(
                 f"the table's {sub} resolves outside every allowed root of this service (a symlink?)")

@@ -189,3 +189,32 @@ async def test_a_delta_log_symlinked_out_of_the_root_is_refused_at_registration_
     c.close()
     assert state.take() == before
     assert not os.listdir(outside)
+
+
+def test_resolve_names_what_realpath_names(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The allowed-roots check resolves a local folder with the kernel (``O_PATH`` + ``/proc/self/fd``): for
+    every spelling, symlink escape, loop, missing tail, file and removed folder it answers what ``realpath`` does."""
+    from coordinator.security.roots import resolve
+
+    d = os.path.realpath(tmp_path)
+    os.makedirs(f"{d}/wh/t/_delta_log/_commits")
+    os.makedirs(f"{d}/outside/x")
+    os.symlink(f"{d}/outside", f"{d}/wh/link")
+    os.symlink("../..", f"{d}/wh/t/up")
+    os.symlink("loop", f"{d}/wh/loop")
+    os.symlink(f"{d}/outside/x", f"{d}/wh/t/_delta_log/_elsewhere")
+    open(f"{d}/wh/file", "w").close()
+    os.symlink(f"{d}/wh/file", f"{d}/wh/file-link")
+    os.makedirs(f"{d}/wh/gone")
+    cases = ["wh/t/_delta_log/_commits", "wh/link/x", "wh/link/x/missing/y", "wh/t/up/outside", "wh/t/up/wh/link",
+             "wh/loop", "wh/loop/x", "wh/file", "wh/file-link", "wh//t/./_delta_log/../_delta_log/",
+             "wh/t/_delta_log/_elsewhere", "wh/link/../wh", "nothing/here", "wh/gone"]
+    for case in cases:
+        assert resolve(f"{d}/{case}") == os.path.realpath(f"{d}/{case}"), case
+    fd = os.open(f"{d}/wh/gone", os.O_RDONLY)
+    try:
+        os.rmdir(f"{d}/wh/gone")
+        assert resolve(f"{d}/wh/gone") == os.path.realpath(f"{d}/wh/gone")
+    finally:
+        os.close(fd)
+    assert resolve("/") == "/"
