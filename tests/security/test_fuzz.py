@@ -33,6 +33,7 @@ from tests.support import Service, actions, delta_file, ndjson, version0  # noqa
 
 BUDGET_SECONDS = float(os.environ.get("COMMIT_OWNER_FUZZ_SECONDS", "40"))
 EXAMPLES = 40
+LINE_TOO_LONG = "Got more than 8190 bytes when reading"
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 schemathesis.serializer.alias("application/x-ndjson", "text/plain")
@@ -92,6 +93,7 @@ def test_fuzzing_the_api_finds_no_server_error_and_refusals_change_nothing(fuzz_
     started = time.monotonic()
     seen: dict[str, int] = {}
     refusals = [0]
+    too_long = [0]
 
     def run(case: Any, token: str, until: float) -> None:
         if time.monotonic() > until:
@@ -103,6 +105,12 @@ def test_fuzzing_the_api_finds_no_server_error_and_refusals_change_nothing(fuzz_
             params.update({k: v for k, v in named.items() if k in params})  # (by name, for /delta/v1)
         before = state.take()
         response = case.call(base_url=svc.endpoint, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        if response.status_code == 400 and LINE_TOO_LONG in response.text:
+            # aiohttp's HTTP parser refuses a request line or header over 8190 bytes before any route or
+            # middleware sees it (plain text, outside every API's envelope); it must still change nothing
+            too_long[0] += 1
+            assert state.take() == before, (case.method, response.text[:200])
+            return
         case.validate_response(response, checks=CHECKS)
         seen[str(response.status_code)] = seen.get(str(response.status_code), 0) + 1
         if response.status_code >= 400:
@@ -125,6 +133,7 @@ def test_fuzzing_the_api_finds_no_server_error_and_refusals_change_nothing(fuzz_
                     fuzz()
                 except Unsatisfiable:
                     assert mode == GenerationMode.NEGATIVE  # nothing to break in, e.g., GET /healthz
-    print(f"fuzzing: {sum(seen.values())} requests in {time.monotonic() - started:.1f}s, statuses {seen}")
+    print(f"fuzzing: {sum(seen.values())} requests in {time.monotonic() - started:.1f}s, statuses {seen}, "
+          f"{too_long[0]} refused by the HTTP parser as too long")
     assert sum(seen.values()) > 100 and refusals[0] > 50
     assert not any(s.startswith("5") for s in seen)
