@@ -3,25 +3,33 @@ rows intact (unnamed tables; not dropped), and downgrades back."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
-from sqlalchemy import create_engine, inspect, text
+from sqlalchemy import Engine, create_engine, inspect, text
 
 from coordinator.store import migrate
 from coordinator.store.engine import sync_url
 
 
-@pytest.mark.parametrize("db", ["sqlite", "postgres"])
-def test_0003_adds_names_beside_existing_tables_and_downgrades(db: str, tmp_path, request) -> None:  # type: ignore[no-untyped-def]
+def store_with_a_table(db: str, tmp_path: Any, request: Any, revision: str) -> tuple[str, Engine]:
+    """A store (SQLite file or a fresh PostgreSQL database) migrated to ``revision``, holding one owned table."""
     url = (f"sqlite+aiosqlite:///{tmp_path}/m.db" if db == "sqlite"
            else request.getfixturevalue("pg_database_factory")())
-    migrate(url, revision="0002")
+    migrate(url, revision=revision)
     engine = create_engine(sync_url(url))
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO owned_tables (table_id, location, commit_dir, base_version, latest_version, "
+            "latest_backfilled_version, accepting, status, created_at, updated_at) VALUES "
+            "('00000000-0000-0000-0000-000000000001', 'file:///wh/t', '_commits', 0, 3, 3, true, 'ACTIVE', 1, 1)"))
+    return url, engine
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_0003_adds_names_beside_existing_tables_and_downgrades(db: str, tmp_path, request) -> None:  # type: ignore[no-untyped-def]
+    url, engine = store_with_a_table(db, tmp_path, request, "0002")
     try:
-        with engine.begin() as conn:
-            conn.execute(text(
-                "INSERT INTO owned_tables (table_id, location, commit_dir, base_version, latest_version, "
-                "latest_backfilled_version, accepting, status, created_at, updated_at) VALUES "
-                "('00000000-0000-0000-0000-000000000001', 'file:///wh/t', '_commits', 0, 3, 3, true, 'ACTIVE', 1, 1)"))
         migrate(url)
         names = set(inspect(engine).get_table_names())
         assert {"catalogs", "schemas", "table_names", "staging_tables"} <= names
@@ -48,16 +56,8 @@ def test_0004_adds_the_dropped_mark_and_the_credential_ledger_and_downgrades(db:
 
     from coordinator.store.engine import _alembic_config
 
-    url = (f"sqlite+aiosqlite:///{tmp_path}/m.db" if db == "sqlite"
-           else request.getfixturevalue("pg_database_factory")())
-    migrate(url, revision="0003")
-    engine = create_engine(sync_url(url))
+    url, engine = store_with_a_table(db, tmp_path, request, "0003")
     try:
-        with engine.begin() as conn:
-            conn.execute(text(
-                "INSERT INTO owned_tables (table_id, location, commit_dir, base_version, latest_version, "
-                "latest_backfilled_version, accepting, status, created_at, updated_at) VALUES "
-                "('00000000-0000-0000-0000-000000000001', 'file:///wh/t', '_commits', 0, 3, 3, true, 'ACTIVE', 1, 1)"))
         migrate(url)
         assert "vended_credentials" in set(inspect(engine).get_table_names())
         with engine.connect() as conn:
