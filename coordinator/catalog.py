@@ -23,7 +23,7 @@ from client.contract.errors import (
 )
 from client.contract.layout import STAGED_COMMITS_DIR, normalize_location
 
-from .columns import columns_of_metadata
+from .columns import columns_of_metadata, properties_of_metadata
 from .service import CommitService
 from .store import TableRow, now_ms
 from .store.names import NameStore
@@ -219,10 +219,7 @@ class Catalog:
         except CommitOwnerError as e:
             log.warning("table %s: its columns could not be read from its log: %s", table.table_id, e.message)
             return name
-        conf = metadata.get("configuration")
-        properties = None
-        if not name.properties and isinstance(conf, dict):
-            properties = {str(k): str(v) for k, v in conf.items()}
+        properties = None if name.properties else properties_of_metadata(metadata)
         await self.names.fill_columns(table.table_id, name.updated_at, columns, properties)
         return dataclasses.replace(name, columns=columns,
                                    properties=name.properties if properties is None else properties)

@@ -80,6 +80,12 @@ def columns_of_metadata(metadata: Mapping[str, Any]) -> list[dict[str, Any]]:
     return to_columns(list(schema["fields"]), [p for p in parts if isinstance(p, str)])
 
 
+def properties_of_metadata(metadata: Mapping[str, Any]) -> dict[str, str]:
+    """A ``metaData`` action's ``configuration`` as a catalog record's properties (string values)."""
+    conf = metadata.get("configuration")
+    return {str(k): str(v) for k, v in conf.items()} if isinstance(conf, dict) else {}
+
+
 def struct_of(columns: list[dict[str, Any]]) -> dict[str, Any]:
     """The Delta struct type of ColumnInfo rows (their ``type_json``; a bare type name without one)."""
     fields = []

@@ -43,7 +43,7 @@ from client.contract.layout import (
 from coordinator.security.roots import check_allowed, check_local_log, parse_root, parse_roots
 from coordinator.security.tokens import covers
 
-from .columns import columns_of_metadata
+from .columns import columns_of_metadata, properties_of_metadata
 from .commit_body import ClockRule, parse_commit_body
 from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names, newest_version
 from .log_metadata import newest_metadata
@@ -366,10 +366,9 @@ class CommitService:
         """A ratified commit changed the table's metadata: its name (if it has one) now lists the new schema's
         columns, and (unless MANAGED) its configuration as the properties (decision 40). The commit stands
         whatever happens here: a failure is logged, and the next commit with a ``metaData`` records it again."""
-        conf = metadata.get("configuration") or {}
         try:
             await self.names.record_log_metadata(table_id, columns_of_metadata(metadata),
-                                                 {str(k): str(v) for k, v in conf.items()})
+                                                 properties_of_metadata(metadata))
         except Exception as e:  # the commit is ratified; its columns are only a catalog record
             log.warning("table %s: the columns of version %d were not recorded: %s", table_id, version, e)
 
