@@ -44,7 +44,7 @@ from coordinator.security.roots import check_allowed, check_local_log, parse_roo
 from coordinator.security.tokens import covers
 
 from .columns import columns_of_metadata, properties_of_metadata
-from .commit_body import ClockRule, parse_commit_body
+from .commit_body import ClockRule, CommitBody, parse_commit_body
 from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names, newest_version
 from .log_metadata import newest_metadata
 from .settings import Settings
@@ -53,6 +53,7 @@ from .storage.base import FileInfo
 from .store import CommitRow, OwnershipStore, TableRow, now_ms, version_message
 from .store.names import NameStore
 from .store.rows import NameRow
+from .transactions import TransactionService
 
 if TYPE_CHECKING:
     from backfill.worker import Backfiller
@@ -143,6 +144,7 @@ class CommitService:
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
         self.unseen_limit = UNSEEN_COMMITS_LIMIT
+        self.transactions = TransactionService(self)  # multi-table transactions and reads (issue 28)
 
     # -- registration -------------------------------------------------------------------------------
 
@@ -361,6 +363,16 @@ class CommitService:
         if self.backfiller is not None:
             await self.backfiller.after_commit(table_id, ratified.version, data, releases)
         return ratified.to_json(place.location, place.commit_dir)
+
+    async def after_ratified(self, row: CommitRow, body: CommitBody) -> None:
+        """What follows a commit ratified by a multi-table transaction (coordinator/transactions.py), as after
+        ``commit``: this process's view of the table's latest version, its columns, the backfiller's trigger."""
+        place = await self.place(row.table_id)
+        self._turn(row.table_id).ratified(row.to_json(place.location, place.commit_dir))
+        if body.metadata is not None:
+            await self._record_columns(row.table_id, row.version, body.metadata)
+        if self.backfiller is not None:
+            await self.backfiller.after_commit(row.table_id, row.version, body.data, False)
 
     async def _record_columns(self, table_id: str, version: int, metadata: dict[str, Any]) -> None:
         """A ratified commit changed the table's metadata: its name (if it has one) now lists the new schema's
