@@ -11,7 +11,7 @@ from aiohttp import web
 from client.contract.errors import InvalidArgumentError
 from client.http import encode_actions
 
-from ..store import TableRow
+from ..store.rows import TableRow
 from ..transactions import Proposal
 from .auth import require
 from .errors import json_body, json_response, only_params
