@@ -25,6 +25,8 @@ import click
 @click.option("--growth-rows", type=int, default=None, help="Commit rows per added table [100].")
 @click.option("--open-versions", type=int, default=None,
               help="Versions of scenario 7's table (open time with and without checkpoints) [1000; smoke 30; 0 skips].")
+@click.option("--tx-sizes", default=None,
+              help="Tables per multi-table transaction of scenario 9, comma-separated [2,8,32]; 0 skips it.")
 @click.option("--backfill-batch-size", type=int, default=1, show_default=True, help="The service's backfill trigger.")
 @click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes of the bench's service (serve --workers); 0 = serve's default, the number of CPUs.")
@@ -37,7 +39,7 @@ import click
 @click.option("--markdown", "md_path", default=None, help="Write the markdown table here.")
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
-          open_versions: int | None, backfill_batch_size: int, workers: int, no_deltars: bool,
+          open_versions: int | None, tx_sizes: str | None, backfill_batch_size: int, workers: int, no_deltars: bool,
           no_default_settings: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
     """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
@@ -68,6 +70,14 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
                                      param_hint="--contention") from None
         if not kw["contention"] or min(kw["contention"]) < 1:
             raise click.BadParameter("writer counts must be >= 1", param_hint="--contention")
+    if tx_sizes is not None:
+        try:
+            kw["tx_sizes"] = tuple(int(x) for x in tx_sizes.split(",") if x.strip() and int(x) != 0)
+        except ValueError:
+            raise click.BadParameter(f"a comma-separated list of integers, not {tx_sizes!r}",
+                                     param_hint="--tx-sizes") from None
+        if kw["tx_sizes"] and min(kw["tx_sizes"]) < 1:
+            raise click.BadParameter("table counts must be >= 1 (0 alone skips scenario 9)", param_hint="--tx-sizes")
     opts = BenchOptions.smoke(**kw) if smoke else BenchOptions(**kw)
     code = 0
     try:
