@@ -180,8 +180,10 @@ class TransactionService:
         except (CommitFailedError, TableNotFoundError):
             await self._remove(created)
             raise
-        if not new:  # a racing replay of this transaction won: its files are the ones ratified, not ours
-            await self._remove(created)
+        if not new:
+            # A racing request under the same key won. Its staged files have the names ours have (key and
+            # version): the one this attempt created may be the very file its commit row names, so nothing is
+            # removed here (a file no row names is the janitor's).
             return await self._replayed(tx, sha, proposals)
         for row, body in zip(rows, bodies, strict=True):
             await self.service.after_ratified(row, body)

@@ -232,3 +232,19 @@ async def test_a_reader_racing_transactions_never_sees_half_of_one(inproc: InPro
         stop.set()
         await task
     assert seen and all(len(set(v)) == 1 for v in seen), [v for v in seen if len(set(v)) != 1]
+
+
+async def test_racing_replays_of_one_key_land_once_and_keep_the_ratified_files(inproc: InProcess) -> None:
+    s = inproc
+    made = await tables(s, 3)
+    body, key = tx_body(*[(t, 1) for t, _ in made]), new_key()
+    replies = await asyncio.gather(*(post_tx(s, body, key) for _ in range(4)))
+    assert all(r[0] == 200 for r in replies), replies
+    assert len({r[1]["transactionId"] for r in replies}) == 1 and {r[1]["transactionId"] for r in replies} == {key}
+    for (t, loc), c in zip(made, replies[0][1]["commits"], strict=True):
+        rows = (await s.store.get_commits(t, None, None, backfilled=True))[1]
+        assert [(r.version, r.idempotency_key) for r in rows] == [(1, key)]
+        await s.backfill_to(t, 1)  # the ratified staged file is there to publish, with the bytes sent
+        assert await asyncio.to_thread(s.backend.read, delta_file(loc, 1)) == ndjson(body["commits"][
+            [x for x, _ in made].index(t)]["actions"])
+        assert c["fileName"] == f"{1:020d}.{key}.json"

@@ -119,3 +119,22 @@ async def test_a_second_write_to_the_same_table_is_refused_before_anything_is_wr
     with pytest.raises(ValueError, match="one write per table"):
         await asyncio.to_thread(run)
     assert await asyncio.to_thread(s.backend.snapshot, a) == before
+
+
+async def test_a_transaction_whose_reply_was_lost_is_replayed_by_the_client_and_lands_once(inproc: InProcess) -> None:
+    from tests.support import ReplyDroppingProxy, actions
+
+    s = inproc
+    made = await asyncio.gather(*(s.create_table() for _ in range(2)))
+    proxy = ReplyDroppingProxy(s.port, drop=1, match=lambda req: b"POST /api/v1/transactions" in req)
+    try:
+        owner = client.CommitOwnerClient(proxy.endpoint, deadline=30)
+        got = await asyncio.to_thread(owner.commit_transaction, [(t, 1, actions()) for t, _ in made])
+        owner.close()
+    finally:
+        proxy.close()
+    assert proxy.dropped == 1
+    assert [c.version for c in got.commits.values()] == [1, 1]
+    for t, _ in made:
+        rows = (await s.store.get_commits(t, None, None, backfilled=True))[1]
+        assert [(r.version, r.idempotency_key) for r in rows] == [(1, got.transaction_id)]  # once
