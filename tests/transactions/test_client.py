@@ -138,3 +138,26 @@ async def test_a_transaction_whose_reply_was_lost_is_replayed_by_the_client_and_
     for t, _ in made:
         rows = (await s.store.get_commits(t, None, None, backfilled=True))[1]
         assert [(r.version, r.idempotency_key) for r in rows] == [(1, got.transaction_id)]  # once
+
+
+async def test_the_multi_table_reader_lists_again_when_a_transaction_is_published_under_it(inproc: InProcess) -> None:
+    """A transaction ratified and published between the listings and the owner's answer: the owner's versions are
+    beyond what was listed, so every log is listed again, and both tables are read at the new version."""
+    from client.snapshot import load_snapshots
+    from tests.support import actions
+
+    s = inproc
+    locs = await _tables(s, 2)
+    owner = s.client()
+    ids = [(await asyncio.to_thread(owner.get_table, location=loc)).table_id for loc in locs]
+
+    def sneak(attempt: int, listings: list[Any]) -> None:
+        if attempt == 0:
+            owner.commit_transaction([(t, 2, actions()) for t in ids])
+            for t in ids:
+                owner.backfill_to_version(t, 2)
+
+    snaps = await asyncio.to_thread(load_snapshots, locs, client=owner, storage_options=s.backend.storage_options(),
+                                    after_listing=sneak)
+    assert [snap.version for snap in snaps] == [2, 2] and [snap.relists for snap in snaps] == [1, 1]
+    assert [len(snap.files) for snap in snaps] == [2, 2]  # the row 0's file and the transaction's
