@@ -33,6 +33,7 @@ from client.contract.errors import (
     InvalidCommitError,
     PayloadTooLargeError,
     TableNotFoundError,
+    TooManyUnbackfilledCommitsError,
     TransactionConflictError,
 )
 from client.contract.layout import staged_file, staged_file_name
@@ -164,7 +165,9 @@ class TransactionService:
                    if isinstance(w, tuple) and w[1]]
         failed = [w for w in written if isinstance(w, BaseException)]
         if failed:
-            await self._remove(created)  # nothing was asked of the database: the refusal is certain
+            # Nothing was asked of the database, yet the files this attempt created stay (the janitor's): a
+            # concurrent attempt under the same key (a client's retry on another endpoint) may have found them
+            # and be ratifying them right now.
             raise failed[0]
         rows = [CommitRow(table_id=p.table_id, version=p.version, file_name=path.rsplit("/", 1)[1],
                           idempotency_key=uid, file_size=w[0].size, file_modification_time=w[0].modification_time,
@@ -175,7 +178,11 @@ class TransactionService:
             tx, new = await self.store.transactions.ratify(uid, sha, rows,
                                                            max_unbackfilled=self.settings.max_unbackfilled_commits)
         except TransactionRefused as e:
-            await self._remove(created)
+            # A refusal that a later attempt under the same key cannot overcome (a version taken, a table closed)
+            # makes this attempt's files orphans for good: removed. A full backlog drains: a concurrent attempt
+            # under the same key may yet ratify these very files, so they stay (the janitor's, if none does).
+            if not any(isinstance(r, TooManyUnbackfilledCommitsError) for r in e.refusals.values()):
+                await self._remove(created)
             raise await self._refusal(e, proposals) from None
         except (CommitFailedError, TableNotFoundError):
             await self._remove(created)
