@@ -224,3 +224,25 @@ def _pg_sessions_waiting(backend: Any, on: str = "") -> bool:
                        "(state LIKE 'idle in transaction%%' OR wait_event_type = 'Lock')"), (u.database,)
         n = conn.execute(q, args).fetchone()
     return bool(n and n[0])
+
+
+def test_transactions_racing_through_two_owner_processes_on_one_database_stay_whole(
+        request: pytest.FixtureRequest) -> None:
+    """No fault: writers spread over two services on one PostgreSQL database race single commits and
+    transactions over the same tables; the checker finds every transaction whole or absent."""
+    backend = make_backend(request, "postgres", "s3", "tx-two-services")
+    svcs = start_services(backend, 2)
+    try:
+        tables = make_tables(svcs[0], 3)
+        wl = Workload([s.endpoint for s in svcs], tables, lister(backend), writers=4, timeout=2.0, deadline=8.0,
+                      seed=7, transactions=0.6, tx_tables=2).start()
+        wl.wait_for_acks(30)
+        history = wl.stop()
+        result = check(backend, tables, history, endpoints=[s.endpoint for s in svcs])
+        report("tx-two-services", result)
+        result.assert_ok()
+        assert result.transactions_acknowledged >= 3 and result.rejected > 0  # they did race
+        assert result.partial_transactions == 0 and result.lost == 0 and result.duplicates == 0
+    finally:
+        for s in svcs:
+            s.stop()
