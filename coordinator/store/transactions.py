@@ -34,7 +34,7 @@ from .db import Db
 from .rows import CommitRow, TableRow, now_ms
 from .rules import BOUND, commit_values, ratification, ratify_params
 from .schema import commits, owned_tables, transactions
-from .tables import table_of
+from .tables import named_tables, table_of
 
 
 @dataclass(frozen=True)
@@ -140,8 +140,8 @@ class Transactions:
             return [str(t) for t, in (await conn.execute(stmt)).all()]
 
     async def tables(self, table_ids: Sequence[str]) -> dict[str, TableRow]:
-        """The rows of the tables ``table_ids`` that exist, by id, in one read."""
-        stmt = select(owned_tables).where(owned_tables.c.table_id.in_(list(table_ids)))
+        """The rows of the tables ``table_ids`` that exist (with their names), by id, in one read."""
+        stmt = named_tables().where(owned_tables.c.table_id.in_(list(table_ids)))
         async with self.db.tx(write=False, single=True) as conn:
             return {t.table_id: t for t in map(table_of, (await conn.execute(stmt)).all())}
 
