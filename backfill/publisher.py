@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from client.contract.errors import ForeignCommitFileError, UnavailableError
 from client.contract.layout import LOG_DIR, delta_file, delta_file_name, staged_file
+from coordinator.staged import commit_bytes
 from coordinator.storage import StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 
@@ -64,7 +65,7 @@ async def backfill_table(
                 )
             data = cached(table.table_id, row.version) if cached else None
             if data is None:
-                data = await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
+                data = await _ratified_bytes(storage, table, row)
             await _check_ratified(store, table, row, data)
             target = delta_file(table.location, row.version)
             backend = storage.for_uri(target)
@@ -114,6 +115,17 @@ async def _check_ratified(store: OwnershipStore, table: TableRow, row: CommitRow
     await store.set_not_accepting(table.table_id, "FENCED", reason)
     await store.record_backfill_error(table.table_id, reason)
     raise ForeignCommitFileError(reason, latest_table_version=table.reported_latest)
+
+
+async def _ratified_bytes(storage: StorageRouter, table: TableRow, row: CommitRow) -> bytes:
+    """The bytes of ``row``: from its row while it keeps them (decision 43; its staged file is made sure of
+    first, so a published version always has both files), else from its staged file."""
+    if row.body is None:
+        return await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
+    try:
+        return await commit_bytes(storage, table.location, table.commit_dir, row)
+    except OSError as e:
+        raise UnavailableError(f"storage error writing the staged file of version {row.version}: {e}") from e
 
 
 async def _read(storage: StorageRouter, uri: str) -> bytes:
