@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from client.contract.errors import ForeignCommitFileError, UnavailableError
@@ -45,11 +45,13 @@ async def backfill_table(
     on_version: Callable[[int], None] | None = None,
     on_row: Callable[[CommitRow], None] | None = None,
     rows: list[CommitRow] | None = None,
+    mark: Callable[[str, int], Awaitable[None]] | None = None,
 ) -> BackfillResult:
     """Publish every unbackfilled commit of ``table`` with version <= ``up_to`` (all when None).
 
     Raises ForeignCommitFileError (table fenced), UnavailableError (storage or database down; what was
-    published before the failure is recorded first).
+    published before the failure is recorded first). ``mark`` records the published versions (default:
+    ``store.mark_backfilled`` at once; the background backfiller defers it, decision 44).
     """
     result = BackfillResult(table.table_id, backfilled_through=table.latest_backfilled_version)
     if rows is None:  # else the caller read them in the same statement as ``table``
@@ -93,7 +95,7 @@ async def backfill_table(
                 on_row(row)
     finally:
         if done > table.latest_backfilled_version:
-            await store.mark_backfilled(table.table_id, done)
+            await (mark or store.mark_backfilled)(table.table_id, done)
         result.backfilled_through = done
     return result
 

@@ -5,6 +5,10 @@ Triggers: after commit v when ``v % batch_size == 0`` (batch size 1 = after ever
 with backoff, or a dead process's tables once its lease expired). Across processes sharing a
 database, a per-table lease (a conditional UPDATE with expiry) lets one process at a time publish a
 table; within a process a per-table lock does the same.
+
+The background runs record what they published a moment later (``backfill_mark_delay_ms``), the marks of every
+table pending then in one grouped round trip: the files are published at once, only their bookkeeping waits
+(decision 44). An explicit backfill, a lease handed back and ``stop`` record the pending marks first.
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ class Backfiller:
         self._triggered: dict[str, float] = {}  # table id -> when a commit of this process last asked for a run
         self.on_result: Callable[[BackfillResult], None] | None = None
         self.metrics = metrics
+        # Published but not yet recorded (decision 44): table id -> the version published through.
+        self._unmarked: dict[str, int] = {}
+        self._flush: asyncio.TimerHandle | None = None
+        self._flushing: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -86,6 +94,10 @@ class Backfiller:
             await asyncio.gather(task, return_exceptions=True)
         if self._inflight:
             await asyncio.gather(*self._inflight, return_exceptions=True)
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        await self.mark_pending()
         for table_id in list(self._held):
             await self._release(table_id)
 
@@ -107,6 +119,10 @@ class Backfiller:
         return False
 
     async def _release(self, table_id: str) -> None:
+        try:
+            await self.mark_pending([table_id])  # the next holder then starts from what this one published
+        except CommitOwnerError:
+            pass  # it publishes those versions again and finds the same bytes there
         self._held.pop(table_id, None)
         try:
             await self.store.release_lease(table_id, self.holder)
@@ -159,23 +175,69 @@ class Backfiller:
             self._cache_bytes -= len(data)
         return data
 
+    # -- deferred marks (decision 44) -----------------------------------------------------------------
+
+    async def _defer_mark(self, table_id: str, up_to: int) -> None:
+        """``backfill_table``'s mark, for the background runs: remembered, recorded with the others shortly."""
+        if self.settings.backfill_mark_delay_ms <= 0:
+            await self.store.mark_backfilled(table_id, up_to)
+            return
+        self._unmarked[table_id] = max(up_to, self._unmarked.get(table_id, -1))
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().call_later(
+                self.settings.backfill_mark_delay_ms / 1000.0, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._flush = None
+        task = asyncio.get_running_loop().create_task(self._flush_marks(), name="commit-owner-backfill-marks")
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _flush_marks(self) -> None:
+        try:
+            await self.mark_pending()
+        except CommitOwnerError as e:
+            log.warning("recording published versions failed (retried with the next ones): %s", e.message)
+            if self._unmarked and self._flush is None:
+                self._flush = asyncio.get_running_loop().call_later(1.0, self._start_flush)
+
+    async def mark_pending(self, table_ids: list[str] | None = None) -> None:
+        """Record the deferred marks (of ``table_ids``, or all) in one round trip. On failure they are kept
+        for the next flush, and the error raised."""
+        pending = {t: self._unmarked.pop(t) for t in (table_ids if table_ids is not None else list(self._unmarked))
+                   if t in self._unmarked}
+        if not pending:
+            return
+        try:
+            await self.store.mark_backfilled_many(pending)
+        except BaseException:
+            for t, v in pending.items():
+                self._unmarked[t] = max(v, self._unmarked.get(t, -1))
+            raise
+
     # -- the work -----------------------------------------------------------------------------------
 
     async def backfill(
         self, table_id: str, up_to: int | None = None, *, last_known_backfilled: int | None = None,
-        wait_seconds: float = 30.0,
+        wait_seconds: float = 30.0, defer_mark: bool = False,
     ) -> TableRow:
         """Publish every version <= ``up_to`` (all ratified when None) and return the table afterwards.
 
         Raises InvalidArgumentError when ``up_to`` was never ratified, ForeignCommitFileError,
         UnavailableError (storage/database down, or another process held the lease too long).
+        ``defer_mark``: record what is published a moment later (the background runs); else it is recorded
+        before this returns, with whatever an earlier run left pending.
         """
         deadline = time.monotonic() + wait_seconds
         lock = self._locks.setdefault(table_id, asyncio.Lock())
         async with lock:
+            if not defer_mark:
+                await self.mark_pending([table_id])
             while True:
                 # The table and its unbackfilled rows through up_to, in one statement.
                 table, rows = await self.store.get_commits(table_id, None, up_to)
+                if (published := self._unmarked.get(table_id, -1)) > table.latest_backfilled_version:
+                    table = dataclasses.replace(table, latest_backfilled_version=published)  # not yet recorded
                 if up_to is not None and up_to > table.latest_version:
                     raise InvalidArgumentError(
                         f"cannot backfill to version {up_to}: the latest ratified version is {table.reported_latest}",
@@ -198,6 +260,7 @@ class Backfiller:
                         metrics = self.metrics
                         result = await backfill_table(
                             self.store, self.storage, table, target, cached=self._cached, rows=rows,
+                            mark=self._defer_mark if defer_mark else None,
                             on_version=lambda _v: self._progressed.add(table_id),
                             on_row=(lambda r: metrics.observe_published(r.ratified_at)) if metrics else None,  # noqa: B023
                         )
@@ -262,7 +325,7 @@ class Backfiller:
                     return
             elif self.settings.backfill_batch_size == 1:
                 up_to = None  # everything ratified: also what other processes (workers) ratified meanwhile
-            await self.backfill(table_id, up_to, wait_seconds=0.0)
+            await self.backfill(table_id, up_to, wait_seconds=0.0, defer_mark=True)
             self._backoff.pop(table_id, None)
             if swept and time.monotonic() - self._triggered.get(table_id, 0.0) > SWEEP_SECONDS:
                 # A sweep is the fallback: hand the lease back to the process whose commits drive the table,
