@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from client.contract.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
 from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
-from coordinator.store import OwnershipStore, TableRow
+from coordinator.store import CommitRow, OwnershipStore, TableRow
 
 from .publisher import BackfillResult, backfill_table, repair_hole
 
@@ -64,8 +64,11 @@ class Backfiller:
         self._pending: dict[str, int | None] = {}
         self._wake = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._cache: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        # What this process ratified and has not published yet: (table id, version) -> (its row, its bytes).
+        self._cache: OrderedDict[tuple[str, int], tuple[CommitRow | None, bytes]] = OrderedDict()
         self._cache_bytes = 0
+        # Each table as this process last read it, published version brought up to date (decision 44).
+        self._known: OrderedDict[str, TableRow] = OrderedDict()
         self._backoff: dict[str, tuple[float, int]] = {}
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
@@ -139,11 +142,13 @@ class Backfiller:
 
     # -- triggers -----------------------------------------------------------------------------------
 
-    async def after_commit(self, table_id: str, version: int, data: bytes, gives_up_ownership: bool) -> None:
-        """Called once version ``version`` is ratified. Never raises: a ratified commit stays ratified (K16)."""
+    async def after_commit(self, table_id: str, version: int, data: bytes, gives_up_ownership: bool,
+                           row: CommitRow | None = None) -> None:
+        """Called once version ``version`` is ratified (as ``row``, when the caller has it). Never raises: a
+        ratified commit stays ratified (K16)."""
         if gives_up_ownership:
             # The release commit is published at once, with everything before it (docs/lifecycle.md).
-            self._remember(table_id, version, data)
+            self._remember(table_id, version, data, row)
             try:
                 await self.backfill(table_id, version)
             except CommitOwnerError as e:
@@ -152,7 +157,7 @@ class Backfiller:
             return
         if not self.background:
             return
-        self._remember(table_id, version, data)
+        self._remember(table_id, version, data, row)
         self._triggered[table_id] = time.monotonic()
         if version % self.settings.backfill_batch_size == 0:
             self._enqueue(table_id, version)
@@ -162,18 +167,46 @@ class Backfiller:
         self._pending[table_id] = None if up_to is None or prev is None else max(prev, up_to)
         self._wake.set()
 
-    def _remember(self, table_id: str, version: int, data: bytes) -> None:
-        self._cache[(table_id, version)] = data
+    def _remember(self, table_id: str, version: int, data: bytes, row: CommitRow | None = None) -> None:
+        self._cache[(table_id, version)] = (row, data)
         self._cache_bytes += len(data)
         while self._cache_bytes > 64 * 1024 * 1024 or len(self._cache) > 10_000:
-            _, old = self._cache.popitem(last=False)
+            _, (_, old) = self._cache.popitem(last=False)
             self._cache_bytes -= len(old)
 
     def _cached(self, table_id: str, version: int) -> bytes | None:
-        data = self._cache.pop((table_id, version), None)
-        if data is not None:
-            self._cache_bytes -= len(data)
-        return data
+        entry = self._cache.pop((table_id, version), None)
+        if entry is None:
+            return None
+        self._cache_bytes -= len(entry[1])
+        return entry[1]
+
+    def _from_memory(self, table_id: str, up_to: int | None) -> tuple[TableRow, list[CommitRow]] | None:
+        """The table and the rows to publish next, without a read (decision 44), when this process knows them:
+        it read the table before, holds its lease for sure, and ratified every version from the one after the
+        published one on (through ``up_to``, or as far as they run). None: read them."""
+        known = self._known.get(table_id)
+        held = self._held.get(table_id)
+        if known is None or held is None or held[0] <= time.monotonic():
+            return None
+        done = max(known.latest_backfilled_version, self._unmarked.get(table_id, -1))
+        rows: list[CommitRow] = []
+        while up_to is None or done + 1 + len(rows) <= up_to:
+            entry = self._cache.get((table_id, done + 1 + len(rows)))
+            if entry is None or entry[0] is None:
+                break
+            rows.append(entry[0])
+        if not rows or (up_to is not None and rows[-1].version < up_to):
+            return None
+        return dataclasses.replace(known, latest_version=max(known.latest_version, rows[-1].version),
+                                   latest_backfilled_version=done), rows
+
+    def _learned(self, table: TableRow, published: int) -> None:
+        self._known[table.table_id] = dataclasses.replace(
+            table, latest_backfilled_version=max(table.latest_backfilled_version, published))
+        self._known.move_to_end(table.table_id)
+        if len(self._known) > 100_000:
+            self._known.popitem(last=False)
 
     # -- deferred marks (decision 44) -----------------------------------------------------------------
 
@@ -234,8 +267,12 @@ class Backfiller:
             if not defer_mark:
                 await self.mark_pending([table_id])
             while True:
-                # The table and its unbackfilled rows through up_to, in one statement.
-                table, rows = await self.store.get_commits(table_id, None, up_to)
+                remembered = self._from_memory(table_id, up_to) if defer_mark else None
+                if remembered is not None:
+                    table, rows = remembered
+                else:  # the table and its unbackfilled rows through up_to, in one statement
+                    table, rows = await self.store.get_commits(table_id, None, up_to)
+                    self._learned(table, -1)
                 if (published := self._unmarked.get(table_id, -1)) > table.latest_backfilled_version:
                     table = dataclasses.replace(table, latest_backfilled_version=published)  # not yet recorded
                 if up_to is not None and up_to > table.latest_version:
@@ -267,6 +304,7 @@ class Backfiller:
                     finally:
                         if not self.background:
                             await self._release(table_id)
+                    self._learned(table, result.backfilled_through)
                     if self.on_result:
                         self.on_result(result)
                     if result.published:

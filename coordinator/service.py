@@ -356,7 +356,7 @@ class CommitService:
         if body.metadata is not None:
             await self._record_columns(table_id, ratified.version, body.metadata)
         if self.backfiller is not None:
-            await self.backfiller.after_commit(table_id, ratified.version, data, releases)
+            await self.backfiller.after_commit(table_id, ratified.version, data, releases, ratified)
         return ratified.to_json(place.location, place.commit_dir)
 
     async def _ratify_owner_written(self, place: TablePlace, table_id: str, version: int, data: bytes, uid: str,
