@@ -373,9 +373,10 @@ class Backfiller:
             raise
         except LeaseHeldElsewhere:
             # The holder publishes in order what it was asked to; what this process ratified after the holder's
-            # read is published by whichever process holds the lease next: look again soon (a sweep's table,
-            # up_to -2, is found again by the next sweep).
-            if up_to is None or up_to >= 0:
+            # read is published by whichever process holds the lease next: look again soon (a sweep's table is
+            # found again by the next sweep: not retried here, or a process that commits nothing to a busy table
+            # would read it and ask for its lease ten times a second for as long as the holder is busy).
+            if not swept and (up_to is None or up_to >= 0):
                 asyncio.get_running_loop().call_later(LEASE_RETRY_SECONDS, self._enqueue, table_id, up_to)
         except Exception as e:  # noqa: BLE001 - a background worker must survive anything
             if self.metrics is not None:

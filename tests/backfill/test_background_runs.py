@@ -1,4 +1,5 @@
-"""The background backfiller publishes at once and records what it published a moment later (decision 44).
+"""The background backfiller: it publishes at once and records what it published a moment later (decision 44),
+and a process that commits nothing to a busy table leaves it to the lease holder.
 
 Each test runs the real app in this process with the background backfiller on and a mark delay of 2 s, long
 enough to see the window on a loaded machine: the files are there, the database still lists the versions as
@@ -80,3 +81,37 @@ async def test_an_explicit_backfill_and_stop_record_pending_marks_before_they_re
     assert (await p.get_commits(a))["commits"] == []
     await p.backfiller.stop()
     assert await _marked(p, b) == 1
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_process_that_commits_nothing_to_a_busy_table_does_not_poll_its_lease(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Two services on one database: A commits to a table steadily (and holds its lease), B commits nothing to
+    it. B's sweep finds the table behind now and then; it must leave it to A, not read it and ask for its
+    lease ten times a second for as long as A is busy."""
+    b = make_backend(request, "postgres", "local", "marks-two")
+    a_app = await InProcess.start(b, {})
+    b_app = await InProcess.start(b, {})
+    try:
+        tid, loc = await a_app.create_table()
+        asked: list[float] = []
+        real = b_app.store.acquire_lease
+
+        async def counted(*args, **kw):  # type: ignore[no-untyped-def]
+            asked.append(time.monotonic())
+            return await real(*args, **kw)
+
+        b_app.store.acquire_lease = counted  # type: ignore[method-assign]
+        started = time.monotonic()
+        v = 0
+        while time.monotonic() - started < 4.0:
+            v += 1
+            await commit(a_app, tid, v)
+            await asyncio.sleep(0.01)
+        await _until("everything published", lambda: asyncio.to_thread(b.exists, delta_file(loc, v)))
+        # B's sweep runs once a second: a handful of asks at most, never the ~40 of a 0.1 s retry loop
+        assert len(asked) <= 8, f"B asked for A's table's lease {len(asked)} times in 4 s"
+    finally:
+        await b_app.stop()
+        await a_app.stop()
