@@ -5,14 +5,16 @@ One transaction commits one version on each of N tables, all or none. Order of w
 1. check the request whole before anything is written: not empty, no table twice, within the limits
    (``max_transaction_tables``, ``max_transaction_bytes``), every table registered and live, every table
    allowed to the caller (``authorize``), every body valid (``parse_commit_body``, the same rules as /api/v1);
-2. write each table's staged file ``<v:020>.<key>.json`` with put-if-absent (in parallel);
-3. ratify every commit in ONE database transaction (``store/transactions.py``); a refusal of any table rolls
-   all of it back, and the staged files this attempt created are removed (never when the outcome is unknown);
+2. write each table's staged file ``<v:020>.<uuid>.json`` with put-if-absent (in parallel), the name fresh for
+   this attempt (decision 43: no two attempts share a file; the key lives in the rows);
+3. ratify every commit in ONE database transaction (``store/transactions.py``), each row keeping its bytes
+   until publication like any owner-written commit; a refusal of any table rolls all of it back, and this
+   attempt's staged files are removed (never when the outcome is unknown);
 4. then, per table, what a single commit does after it is ratified: its columns, the process's view of its
    latest version, the backfiller's trigger. Each table is still published in its own order.
 
-The transaction's id is its idempotency key (a fresh UUID when none is given); it names every staged file and
-keys every commit row, so a replay after a lost reply finds the transaction and answers it again.
+The transaction's id is its idempotency key (a fresh UUID when none is given); it keys every commit row, so a
+replay after a lost reply finds the transaction and answers it again.
 """
 
 from __future__ import annotations
@@ -33,14 +35,14 @@ from client.contract.errors import (
     InvalidCommitError,
     PayloadTooLargeError,
     TableNotFoundError,
-    TooManyUnbackfilledCommitsError,
     TransactionConflictError,
+    UnavailableError,
 )
 from client.contract.layout import staged_file, staged_file_name
 from coordinator.security.roots import check_local_log
 
 from .commit_body import CommitBody, parse_commit_body
-from .staged import write_staged
+from .storage.base import FileInfo
 from .store import CommitRow, TableRow, now_ms
 from .store.transactions import TransactionRefused, TransactionRow
 
@@ -155,42 +157,37 @@ class TransactionService:
         bodies = [self._parse(i, p) for i, p in enumerate(proposals)]
         for t in ids:
             check_local_log(tables[t].location, tables[t].commit_dir, self.service.roots)
-        paths = [staged_file(tables[p.table_id].location, tables[p.table_id].commit_dir,
-                             staged_file_name(p.version, uid)) for p in proposals]
+        paths = [staged_file(tables[p.table_id].location, tables[p.table_id].commit_dir, staged_file_name(p.version))
+                 for p in proposals]
         storages = [self.service.storage.for_uri(path) for path in paths]
-        written = await asyncio.gather(*(write_staged(s, path, p.data, uid, p.version)
+        written = await asyncio.gather(*(s.put_if_absent(path, p.data)
                                          for s, path, p in zip(storages, paths, proposals, strict=True)),
                                        return_exceptions=True)
-        created = [(s, path) for s, path, w in zip(storages, paths, written, strict=True)
-                   if isinstance(w, tuple) and w[1]]
-        failed = [w for w in written if isinstance(w, BaseException)]
+        # Every name is fresh for this attempt: a file it created is its own, and nobody else's to ratify.
+        created = [(s, path) for s, path, w in zip(storages, paths, written, strict=True) if isinstance(w, FileInfo)]
+        failed = [w for w in written if not isinstance(w, FileInfo)]
         if failed:
-            # Nothing was asked of the database, yet the files this attempt created stay (the janitor's): a
-            # concurrent attempt under the same key (a client's retry on another endpoint) may have found them
-            # and be ratifying them right now.
+            await self._remove(created)  # nothing was asked of the database: the refusal is certain
+            if isinstance(failed[0], OSError):
+                raise UnavailableError("log storage unavailable while writing the staged files: "
+                                       f"{type(failed[0]).__name__}") from failed[0]
             raise failed[0]
         rows = [CommitRow(table_id=p.table_id, version=p.version, file_name=path.rsplit("/", 1)[1],
-                          idempotency_key=uid, file_size=w[0].size, file_modification_time=w[0].modification_time,
+                          idempotency_key=uid, file_size=w.size, file_modification_time=w.modification_time,
                           commit_timestamp=b.in_commit_timestamp, content_sha256=hashlib.sha256(p.data).hexdigest(),
-                          ratified_at=now_ms())
-                for p, path, w, b in zip(proposals, paths, written, bodies, strict=True) if isinstance(w, tuple)]
+                          ratified_at=now_ms(), body=p.data)
+                for p, path, w, b in zip(proposals, paths, written, bodies, strict=True) if isinstance(w, FileInfo)]
         try:
             tx, new = await self.store.transactions.ratify(uid, sha, rows,
                                                            max_unbackfilled=self.settings.max_unbackfilled_commits)
         except TransactionRefused as e:
-            # A refusal that a later attempt under the same key cannot overcome (a version taken, a table closed)
-            # makes this attempt's files orphans for good: removed. A full backlog drains: a concurrent attempt
-            # under the same key may yet ratify these very files, so they stay (the janitor's, if none does).
-            if not any(isinstance(r, TooManyUnbackfilledCommitsError) for r in e.refusals.values()):
-                await self._remove(created)
+            await self._remove(created)
             raise await self._refusal(e, proposals) from None
         except (CommitFailedError, TableNotFoundError):
             await self._remove(created)
             raise
-        if not new:
-            # A racing request under the same key won. Its staged files have the names ours have (key and
-            # version): the one this attempt created may be the very file its commit row names, so nothing is
-            # removed here (a file no row names is the janitor's).
+        if not new:  # a racing attempt under the same key won, with its own files: ours are orphans
+            await self._remove(created)
             return await self._replayed(tx, sha, proposals)
         for row, body in zip(rows, bodies, strict=True):
             await self.service.after_ratified(row, body)
@@ -202,12 +199,15 @@ class TransactionService:
             raise IdempotencyKeyReusedError(f"idempotency key {prior.id} was already used for a transaction with "
                                             "other tables, versions or bodies")
         ids = [p.table_id for p in proposals]
+        tables = await self.store.transactions.tables(ids)
         rows: dict[str, CommitRow] = {}
         for t, v in prior.commits:
             row = await self.store.get_commit(t, v)
             if row is not None:
                 rows[t] = row
-        return self._answer(prior, rows, await self.store.transactions.tables(ids), ids)
+                # (its staged file, written before the transaction, is made sure of as for a single replay)
+                await self.service.staged.ensure(tables[t].location, tables[t].commit_dir, [row])
+        return self._answer(prior, rows, tables, ids)
 
     @staticmethod
     def _answer(tx: TransactionRow, rows: dict[str, CommitRow], tables: dict[str, TableRow],
@@ -261,6 +261,7 @@ class TransactionService:
         out = []
         for t in table_ids:
             table, commits = read[t]
+            await self.service.staged.ensure(table.location, table.commit_dir, commits)  # (as getCommits)
             out.append({"tableId": t, "latestTableVersion": table.reported_latest,
                         "commits": [c.to_json(table.location, table.commit_dir) for c in commits]})
         return {"tables": out}

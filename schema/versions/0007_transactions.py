@@ -5,14 +5,14 @@ rows), the checksum of what was asked (a replay with the same key must ask the s
 it ratified, and when. Written in the same database transaction as the commit rows (docs/transactions.md).
 
 Revision ID: 0007
-Revises: 0004
+Revises: 0005
 Create Date: 2026-11-25
 """
 import sqlalchemy as sa
 from alembic import op
 
 revision = "0007"
-down_revision = "0004"  # the lead relinks the chain at merge (0005 and 0006 are being written elsewhere)
+down_revision = "0005"  # the lead relinks the chain at merge (0006 is being written elsewhere)
 branch_labels = None
 depends_on = None
 
