@@ -186,6 +186,9 @@ class Browser:
     def cookies(self) -> list[dict[str, Any]]:
         return list(self._run(self._send("Network.getAllCookies"))["cookies"])
 
+    def clear_cookies(self) -> None:
+        self._run(self._send("Network.clearBrowserCookies"))
+
     def screenshot(self, path: Path) -> None:
         """A PNG of the whole page (not only the window)."""
         async def shoot() -> None:

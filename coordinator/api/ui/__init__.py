@@ -31,12 +31,8 @@ async def stylesheet(request: web.Request) -> web.Response:
                                                                       "X-Content-Type-Options": "nosniff"})
 
 
-async def to_home(request: web.Request) -> web.Response:
-    return web.Response(status=308, headers={"Location": "/ui/"})
-
-
 ROUTES = [
-    Route("GET", "/ui", to_home, PUBLIC, UI, None),
+    Route("GET", "/ui", browse.home, BROWSE, UI, None),
     Route("GET", "/ui/", browse.home, BROWSE, UI, None),
     Route("GET", "/ui/static/ui.css", stylesheet, PUBLIC, UI, None),
     Route("GET", "/ui/login", session.login_page, PUBLIC, UI, None),

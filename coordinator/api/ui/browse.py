@@ -11,7 +11,7 @@ from aiohttp import web
 from client.contract.errors import InvalidArgumentError
 
 from ...store import TableRow
-from ..errors import only_params
+from ..errors import only_params, query_int
 from ..keys import VIEWS
 from .activity import owner_charts
 from .layout import page, status_cell
@@ -26,6 +26,13 @@ def _after(request: web.Request) -> str | None:
     if after is not None and len(after) > 2048:
         raise InvalidArgumentError("after is too long")
     return after or None
+
+
+def _limit(request: web.Request) -> int:
+    n = query_int(request, "limit")
+    if n is not None and not 1 <= n <= PAGE:
+        raise InvalidArgumentError(f"limit must be between 1 and {PAGE}")
+    return PAGE if n is None else n
 
 
 def _tables(rows: Sequence[TableRow], *, names: bool = True) -> Markup:
@@ -44,11 +51,12 @@ def _tables(rows: Sequence[TableRow], *, names: bool = True) -> Markup:
              '</tbody></table>', body=body)
 
 
-def _more(rows: Sequence[TableRow], key: str, *segments: str, **query: str | None) -> Markup:
-    if len(rows) < PAGE:
+def _more(rows: Sequence[TableRow], limit: int, key: str, *segments: str, **query: str | None) -> Markup:
+    if len(rows) < limit:
         return Markup("")
-    return h('<p class="pager"><a id="next" href="{link}">Next {n} →</a></p>', n=PAGE,
-             link=href(*segments, query={**query, "after": key}))
+    keep = {"limit": str(limit) if limit != PAGE else None}
+    return h('<p class="pager"><a id="next" href="{link}">Next {n} →</a></p>', n=limit,
+             link=href(*segments, query={**query, **keep, "after": key}))
 
 
 def _search_form(q: str = "") -> Markup:
@@ -89,27 +97,30 @@ async def catalog(request: web.Request) -> web.Response:
 
 
 async def schema(request: web.Request) -> web.Response:
-    only_params(request, {"after"})
+    only_params(request, {"after", "limit"})
     who = viewer(request)
     cat, sch = request.match_info["catalog"], request.match_info["schema"]
-    rows = await request.app[VIEWS].schema_tables(cat, sch, _after(request), PAGE, who.scope)
+    limit = _limit(request)
+    rows = await request.app[VIEWS].schema_tables(cat, sch, _after(request), limit, who.scope)
     last = (rows[-1].name or "").rsplit(".", 1)[-1] if rows else ""
     body = h('{tables}{more}', tables=_tables(rows, names=False),
-             more=_more(rows, last, "catalogs", cat, "schemas", sch))
+             more=_more(rows, limit, last, "catalogs", cat, "schemas", sch))
     return page(f"{cat}.{sch}", body, viewer=who, crumbs=[("catalogs", href()), (cat, href("catalogs", cat))],
                 here="catalogs")
 
 
 async def tables(request: web.Request) -> web.Response:
-    only_params(request, {"q", "after", "unnamed"})
+    only_params(request, {"q", "after", "unnamed", "limit"})
     who = viewer(request)
     q = request.query.get("q", "")
     if len(q) > 2048:
         raise InvalidArgumentError("q is too long")
     unnamed = request.query.get("unnamed") == "1"
-    rows = await request.app[VIEWS].search(q, _after(request), PAGE, who.scope, unnamed=unnamed)
+    limit = _limit(request)
+    rows = await request.app[VIEWS].search(q, _after(request), limit, who.scope, unnamed=unnamed)
     title = "Tables without a name" if unnamed else ("Search" if q else "Every table")
     body = h('{form}<p class="muted">By location{what}.</p>{tables}{more}', form=_search_form(q),
              what=f", matching {q!r}" if q else "", tables=_tables(rows),
-             more=_more(rows, rows[-1].location if rows else "", "tables", q=q or None, unnamed="1" if unnamed else None))
+             more=_more(rows, limit, rows[-1].location if rows else "", "tables", q=q or None,
+                        unnamed="1" if unnamed else None))
     return page(title, body, viewer=who, crumbs=[("catalogs", href())], here="tables")

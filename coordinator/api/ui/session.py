@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from client.contract.errors import InvalidArgumentError, PermissionDeniedError, UnauthenticatedError
+from client.contract.errors import InvalidArgumentError, PermissionDeniedError
 from coordinator.security.tokens import ANY, Principal, covers
 
 from ..auth import principal_of
@@ -75,13 +75,14 @@ def _same_origin(request: web.Request) -> bool:
 
 
 async def login(request: web.Request) -> web.Response:
-    """Check the token of the sign-in form and keep it in the cookie. Raises UnauthenticatedError."""
+    """Check the token of the sign-in form and keep it in the cookie. Raises UnauthenticatedError (an unknown or
+    revoked token), InvalidArgumentError (no token; a form posted from another site's page)."""
     if not _same_origin(request):
         raise InvalidArgumentError("sign-in from another site's page refused")
     form = await request.post()
     token = form.get("token")
     if not isinstance(token, str) or not token.strip():
-        raise UnauthenticatedError("enter a token")
+        raise InvalidArgumentError("enter a token to sign in")
     if request.app[SETTINGS].auth != "none":
         await principal_of(request.app, token)  # raises for an unknown or revoked token
     resp = _see_other("/ui/")
