@@ -31,6 +31,8 @@ import click
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--no-default-settings", is_flag=True,
               help="Skip scenario 3's second run on a service with default settings (restarts the service).")
+@click.option("--only-ui", is_flag=True,
+              help="Only the growth and scenario 9 (the browser UI's pages at the grown size).")
 @click.option("--keep-workdir", is_flag=True, help="Keep the tables, database file and service log.")
 @click.option("--json", "json_path", default=None, help="Write the full report as JSON here.")
 @click.option("--png", "png_path", default=None, help="Draw the chart here (needs matplotlib).")
@@ -38,7 +40,7 @@ import click
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
           open_versions: int | None, backfill_batch_size: int, workers: int, no_deltars: bool,
-          no_default_settings: bool, keep_workdir: bool, json_path: str | None,
+          no_default_settings: bool, only_ui: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
     """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
 
@@ -49,7 +51,7 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
 
     kw: dict = dict(database=database, storage=storage, pg_url=pg_url, deltars=not no_deltars,
                     default_settings=not no_default_settings, backfill_batch_size=backfill_batch_size,
-                    keep_workdir=keep_workdir, workers=workers)
+                    keep_workdir=keep_workdir, workers=workers, only_ui=only_ui)
     for name, value in (("duration", duration), ("tables", tables), ("lag_rate", lag_rate),
                         ("growth_tables", growth_tables), ("growth_rows", growth_rows)):
         if value is not None:
