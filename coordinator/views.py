@@ -33,6 +33,7 @@ from .columns import columns_of_metadata
 from .commit_summary import CommitSummary, summarize
 from .log_metadata import newest_actions
 from .service import CommitService
+from .storage import StorageRouter
 from .store import CommitRow, TableRow
 from .store.browse import BrowseStore, Minute
 from .store.names import NameStore
@@ -87,10 +88,11 @@ def location_prefix(text: str) -> str | None:
 
 
 class Views:
-    def __init__(self, service: CommitService, names: NameStore, browse: BrowseStore) -> None:
-        self.service = service
+    def __init__(self, service: CommitService, names: NameStore, browse: BrowseStore, storage: StorageRouter) -> None:
+        self.service = service  # a table's registration
         self.names = names
         self.browse = browse
+        self.storage = storage  # read only: a table's log
 
     # -- browsing ----------------------------------------------------------------------------------------
 
@@ -139,7 +141,7 @@ class Views:
         """The table's name row and, from its log, its columns and protocol (never raises for the log)."""
         name = await self.names.name_of(table.table_id)
         try:
-            found = await newest_actions(self.service.storage.for_uri(table.location), table.location,
+            found = await newest_actions(self.storage.for_uri(table.location), table.location,
                                          ("metaData", "protocol"))
             metadata = found.get("metaData")
             columns = columns_of_metadata(metadata) if metadata else (name.columns if name else [])
@@ -177,7 +179,7 @@ class Views:
         staged = staged_file(table.location, table.commit_dir, row.file_name)
         published = delta_file(table.location, row.version)
         order = [(published, True), (staged, False)] if row.backfilled_at is not None else [(staged, False), (published, True)]
-        storage = self.service.storage.for_uri(table.location)
+        storage = self.storage.for_uri(table.location)
         for path, is_published in order:
             try:
                 info = await storage.info(path)
@@ -194,7 +196,7 @@ class Views:
     async def checkpoints(self, table: TableRow) -> Checkpoints:
         """The checkpoints in the table's log (newest first) and the version ``_last_checkpoint`` names.
         Raises UnavailableError."""
-        storage = self.service.storage.for_uri(table.location)
+        storage = self.storage.for_uri(table.location)
         last = None
         try:
             names = await storage.list_names(log_dir(table.location))

@@ -64,7 +64,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     service = CommitService(s, app[STORE], app[STORAGE], backfiller=backfiller, metrics=app[METRICS])
     app[SERVICE] = service
     app[CATALOG] = Catalog(service, NameStore(app[STORE]))
-    app[VIEWS] = Views(service, app[CATALOG].names, BrowseStore(app[STORE]))
+    app[VIEWS] = Views(service, app[CATALOG].names, BrowseStore(app[STORE]), app[STORAGE])
     app[VENDOR] = CredentialVendor(s, VendedStore(app[STORE].db))
     app[BACKFILLER] = backfiller
     await backfiller.start()

@@ -10,7 +10,7 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
 
-from ...store import TableRow
+from ...store.rows import TableRow
 from ..errors import only_params, query_int
 from ..keys import VIEWS
 from .activity import owner_charts

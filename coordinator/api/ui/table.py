@@ -10,7 +10,7 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
 
-from ...store import TableRow
+from ...store.rows import TableRow
 from ...views import HISTORY_PAGE, Checkpoints, HistoryEntry, Identity
 from ..errors import only_params, query_int
 from ..keys import VIEWS
