@@ -85,11 +85,11 @@ def _history(table: TableRow, entries: list[HistoryEntry]) -> Markup:
             figures = dict(op=s.operation or "", engine=s.engine or "", files=f"+{s.files_added} −{s.files_removed}",
                            rows=f"+{_rows(s.rows_added)} −{_rows(s.rows_removed)}",
                            bytes=f"+{size(s.bytes_added)} −{size(s.bytes_removed)}")
-        published = (f"yes, after {duration(r.backfilled_at - r.ratified_at)}" if r.backfilled_at is not None
+        published = (f"yes, {duration(r.backfilled_at - r.ratified_at)} after" if r.backfilled_at is not None
                      else "not yet")
         out.append(h('<tr data-version="{v}"><td class="n"><a href="{link}">{v}</a></td><td class="when">{when}</td><td>{op}</td>'
                      '<td class="engine">{engine}</td><td class="n">{files}</td><td class="n">{rows}</td>'
-                     '<td class="n">{bytes}</td><td class="file"><code>{file}</code></td><td>{published}</td></tr>',
+                     '<td class="n">{bytes}</td><td class="file"><code>{file}</code></td><td class="published">{published}</td></tr>',
                      v=r.version, link=href("tables", table.table_id, "commits", str(r.version)), when=when,
                      file=r.file_name, published=published, **figures))
     return h('<table class="list" id="history"><thead><tr><th>version</th><th>time (in-commit)</th><th>operation</th>'
@@ -124,7 +124,7 @@ async def table_page(request: web.Request) -> web.Response:
     views = request.app[VIEWS]
     table = await _visible_table(request)
     before = query_int(request, "before")
-    hours = hours_of(request)
+    hours = hours_of(request, default=1)
     entries = await views.history(table, before)
     try:
         cp, problem = await views.checkpoints(table), None
