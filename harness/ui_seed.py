@@ -1,6 +1,6 @@
 """A small, lifelike owner for the UI tests and screenshots: named tables in two catalogs, tables without a
 name, commits as engines write them (commitInfo with engineInfo, adds and removes with stats), a backlog, a
-fenced table, a lost race and a table named ``<script>``. Everything goes through the owner's own APIs
+table fenced by a foreign commit file, a lost race and a table named ``<script>``. Everything goes through the owner's own APIs
 (Unity Catalog for catalogs and schemas, /api/v1 for registration and commits) and the table's storage.
 """
 
@@ -117,9 +117,11 @@ def seed(svc: Service, *, token: str | None = None, tag: str | None = None, back
             assert commit(svc, out.tables[label], v, acts, token) == 200
     # a lost race: version 3 of orders again
     assert commit(svc, out.tables["orders"], 3, write_actions(1, 0, operation="WRITE", engine=ENGINES[0]), token) == 409
+    # clicks is fenced: a foreign _delta_log/1.json (written around the owner) stops its publication and commits
+    svc.backend.write(delta_file(out.locations["clicks"], 1), b'{"commitInfo":{"written":"around the owner"}}\n')
     for label, table_id in out.tables.items():
         if label not in backlog:
             status, reply = request(svc, "POST", f"/api/v1/tables/{table_id}/backfill", b"{}", token=token,
                                     headers={"Content-Type": "application/json"})
-            assert status == 200, reply
+            assert status == (409 if label == "clicks" else 200), reply
     return out

@@ -83,14 +83,20 @@ def test_the_landing_page_charts_activity_refusals_and_backlog(ui_world: World, 
         assert browser.count(f"#chart-{chart} svg") == 1, chart
     assert browser.count("#chart-commits rect.bar.published") >= 1
     assert browser.count("#chart-refusals rect.bar.conflict") >= 1  # the seed's lost race (409)
-    # the backlog chart names the one table left unpublished (9 commits), and links to it
-    events = ui_world.seeded.tables["events"]
-    assert browser.attrs("#chart-backlog a", "href") == [f"/ui/tables/{events}"]
-    assert "9" in browser.text("#chart-backlog")
+    # the backlog chart: the table left unpublished (9 commits), then the fenced one (3), each a link to its page
+    events, clicks = ui_world.seeded.tables["events"], ui_world.seeded.tables["clicks"]
+    assert browser.attrs("#chart-backlog a", "href") == [f"/ui/tables/{events}", f"/ui/tables/{clicks}"]
+    assert browser.eval("Array.from(document.querySelectorAll('#chart-backlog rect title')).map(t => t.textContent)"
+                        ) == [f"{ui_world.seeded.locations['events']}: 9", f"{ui_world.seeded.locations['clicks']}: 3"]
     browser.open(ui_world.ui + f"/tables/{events}")
     assert facts(browser, "#state")["backlog"] == "9 commit(s) not yet published"
     assert browser.count("#chart-commits rect.bar.unpublished") >= 1
     assert browser.text("#history tr[data-version='9'] td:last-child") == "not yet"
+    clicks = ui_world.seeded.tables["clicks"]  # fenced: a foreign _delta_log/1.json stopped its publication
+    browser.open(ui_world.ui + f"/tables/{clicks}")
+    state = facts(browser, "#state")
+    assert state["status"] == "FENCED" and state["accepting commits"].startswith("no: fenced (")
+    assert "_delta_log/00000000000000000001.json" in state["accepting commits"] + state["publication error"]
 
 
 def test_pages_of_every_table_follow_one_another_without_gaps_or_repeats(ui_world: World, browser: Browser) -> None:

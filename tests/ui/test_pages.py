@@ -62,6 +62,11 @@ def test_only_sign_in_and_out_are_not_gets_and_no_page_changes_the_database_or_s
     status, headers, _ = get(ui_world, "/ui/login", method="POST", body=f"token={ui_world.ops}".encode(),
                              headers={"Content-Type": "application/x-www-form-urlencoded"})
     assert status == 303 and COOKIE in headers["Set-Cookie"] and "HttpOnly" in headers["Set-Cookie"]
+    assert "Secure" not in headers["Set-Cookie"]  # plain HTTP
+    for proxy in ({"X-Forwarded-Proto": "https"}, {"Forwarded": "for=10.0.0.1;proto=https"}):  # TLS ended by a proxy
+        status, headers, _ = get(ui_world, "/ui/login", method="POST", body=f"token={ui_world.ops}".encode(),
+                                 headers={"Content-Type": "application/x-www-form-urlencoded", **proxy})
+        assert status == 303 and "Secure" in headers["Set-Cookie"] and "SameSite=Strict" in headers["Set-Cookie"]
     assert get(ui_world, "/ui/logout", method="POST")[0] == 303
     assert state.take() == before
 
@@ -89,7 +94,7 @@ def test_bad_input_gets_the_error_page_and_changes_nothing(ui_world: World, path
 
 def test_a_bad_version_and_a_foreign_sign_in_are_refused(ui_world: World) -> None:
     orders = ui_world.seeded.tables["orders"]
-    for v in ("abc", "-1", "99"):
+    for v in ("abc", "-1", "99", "9223372036854775807", "1" * 40):
         status, _, body = get(ui_world, f"/ui/tables/{orders}/commits/{v}", cookie=ui_world.admin)
         assert status in (400, 404) and 'id="error"' in body
     status, headers, body = get(ui_world, "/ui/login", method="POST", body=f"token={ui_world.admin}".encode(),

@@ -2,7 +2,7 @@
 
 With ``--auth tokens`` the UI takes the token from the ``Authorization`` header or, in a browser, from the
 cookie ``COOKIE``, set by the sign-in form (HttpOnly: no script reads it; SameSite=Strict: no other site's
-page sends it; Secure when served over TLS; scoped to ``/ui``). The auth middleware checks it like a header
+page sends it; Secure when reached over TLS, ``over_tls``; scoped to ``/ui``). The auth middleware checks it like a header
 (``Api.session_cookie``). An ops token or admin over ``*`` sees every table; any other token the tables its
 scopes cover (the same ``covers`` rule as the API). Signing in and out change only the browser's cookie.
 """
@@ -86,7 +86,7 @@ async def login(request: web.Request) -> web.Response:
     if request.app[SETTINGS].auth != "none":
         await principal_of(request.app, token)  # raises for an unknown or revoked token
     resp = _see_other("/ui/")
-    resp.set_cookie(COOKIE, token.strip(), path=COOKIE_PATH, httponly=True, samesite="Strict", secure=request.secure)
+    resp.set_cookie(COOKIE, token.strip(), path=COOKIE_PATH, httponly=True, samesite="Strict", secure=over_tls(request))
     return resp
 
 
@@ -94,6 +94,17 @@ async def logout(request: web.Request) -> web.Response:
     resp = _see_other("/ui/login")
     resp.del_cookie(COOKIE, path=COOKIE_PATH)
     return resp
+
+
+def over_tls(request: web.Request) -> bool:
+    """Whether the browser reached the owner over TLS: directly, or through a proxy that ended TLS and says so
+    (``X-Forwarded-Proto: https``, ``Forwarded: proto=https``). A client that claims it falsely only gets a
+    cookie its browser will not send over plain HTTP."""
+    if request.secure:
+        return True
+    proto = request.headers.get("X-Forwarded-Proto", "").split(",")[0].strip().lower()
+    forwarded = request.headers.get("Forwarded", "").split(",")[0].lower().replace(" ", "")
+    return proto == "https" or "proto=https" in forwarded.split(";")
 
 
 def _see_other(location: str) -> web.Response:

@@ -8,7 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
-from client.contract.errors import InvalidArgumentError
+from client.contract.errors import CommitOwnerError, InvalidArgumentError
 
 from ...store.rows import TableRow
 from ...views import HISTORY_PAGE, Checkpoints, HistoryEntry, Identity
@@ -128,8 +128,8 @@ async def table_page(request: web.Request) -> web.Response:
     entries = await views.history(table, before)
     try:
         cp, problem = await views.checkpoints(table), None
-    except Exception as e:  # noqa: BLE001 - storage down: the rest of the page still answers
-        cp, problem = None, getattr(e, "message", type(e).__name__)
+    except CommitOwnerError as e:  # storage down: the rest of the page still answers
+        cp, problem = None, e.message
     older = ""
     if len(entries) == HISTORY_PAGE and entries[-1].row.version > 0:
         older = h('<p class="pager"><a id="older" href="{link}">Older commits →</a></p>',
@@ -150,7 +150,7 @@ async def commit_page(request: web.Request) -> web.Response:
     who = viewer(request)
     table = await _visible_table(request)
     raw = request.match_info["version"]
-    if not raw.isdigit() or len(raw) > 19:
+    if not raw.isdigit() or len(raw) > 19 or int(raw) > 2**62:
         raise InvalidArgumentError("the version must be a non-negative integer")
     entry, actions = await request.app[VIEWS].commit(table, int(raw))
     r, s = entry.row, entry.summary
