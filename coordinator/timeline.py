@@ -1,7 +1,7 @@
 """Commit outcomes per minute in this process, over the last hours: what the browser UI charts as conflicts
 (409 ``COMMIT_VERSION_CONFLICT``) and refusals (every other refused commit), owner-wide.
 
-Kept in memory (decision 43): the database records only the commits that won, and a refusal writes nothing
+Kept in memory (decision 45): the database records only the commits that won, and a refusal writes nothing
 there. With ``serve --workers N`` each process keeps its own; a restart starts from nothing.
 """
 

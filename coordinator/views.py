@@ -174,8 +174,15 @@ class Views:
         return HistoryEntry(rows[0], published, summarize(actions)), actions
 
     async def _actions(self, table: TableRow, row: CommitRow) -> tuple[list[dict[str, Any]], bool]:
-        """A commit's actions, from its published ``<v>.json`` once backfilled (its staged file may be cleaned up
-        by then), else from its staged file; and whether ``<v>.json`` was the one read."""
+        """A commit's actions, from the bytes its row keeps while unpublished (decision 43: the row is the staged
+        file's write-ahead log; a page never writes the file), else from its published ``<v>.json`` once
+        backfilled (its staged file may be cleaned up by then), else from its staged file; and whether
+        ``<v>.json`` was the one read."""
+        if row.body is not None:
+            try:
+                return parse_actions(row.body), False
+            except ValueError as e:
+                raise UnavailableError(f"commit of version {row.version} unreadable: {type(e).__name__}") from e
         staged = staged_file(table.location, table.commit_dir, row.file_name)
         published = delta_file(table.location, row.version)
         order = [(published, True), (staged, False)] if row.backfilled_at is not None else [(staged, False), (published, True)]

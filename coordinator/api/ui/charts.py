@@ -1,4 +1,4 @@
-"""Small charts drawn on the server as inline SVG (decision 43): no script, no library, nothing fetched.
+"""Small charts drawn on the server as inline SVG (decision 45): no script, no library, nothing fetched.
 
 ``minute_bars``: one bar per minute of a window (stacked when several series), with the largest value and the
 window's start, middle and end times on the axes and each bar's figure in its ``<title>`` (a tooltip).
