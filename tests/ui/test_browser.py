@@ -92,6 +92,14 @@ def test_the_landing_page_charts_activity_refusals_and_backlog(ui_world: World, 
     assert facts(browser, "#state")["backlog"] == "9 commit(s) not yet published"
     assert browser.count("#chart-commits rect.bar.unpublished") >= 1
     assert browser.text("#history tr[data-version='9'] td:last-child") == "not yet"
+    # an unpublished commit's actions come from the bytes its row keeps (decision 43): shown even while its staged
+    # file is missing, and the page does not write the file back (no page changes state)
+    staged = browser.text("#history tr[data-version='9'] td.file")
+    path = f"{ui_world.seeded.locations['events']}/_delta_log/_commits/{staged}"
+    ui_world.svc.backend.remove(path)
+    browser.open(ui_world.ui + f"/tables/{events}")
+    assert browser.text("#history tr[data-version='9'] td:nth-child(3)") in ("WRITE", "MERGE", "OPTIMIZE")
+    assert not ui_world.svc.backend.exists(path)
     clicks = ui_world.seeded.tables["clicks"]  # fenced: a foreign _delta_log/1.json stopped its publication
     browser.open(ui_world.ui + f"/tables/{clicks}")
     state = facts(browser, "#state")
