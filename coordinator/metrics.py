@@ -127,7 +127,8 @@ class Metrics:
     def observe_commit(self, outcome: str, seconds: float) -> None:
         self.child(self.commits, outcome).inc()
         self.child(self.commit_latency, outcome).observe(seconds)
-        self.outcomes.observe(outcome)
+        if outcome != "ok":
+            self.outcomes.observe(outcome)
         if outcome == "COMMIT_VERSION_CONFLICT":
             self.conflicts.inc()
 

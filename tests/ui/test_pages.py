@@ -101,6 +101,8 @@ def test_a_bad_version_and_a_foreign_sign_in_are_refused(ui_world: World) -> Non
                                 headers={"Content-Type": "application/x-www-form-urlencoded",
                                          "Origin": "http://evil.example"})
     assert status == 400 and "Set-Cookie" not in headers and "another site" in body
+    status, headers, body = get(ui_world, "/ui/logout", method="POST", headers={"Origin": "http://evil.example"})
+    assert status == 400 and "Set-Cookie" not in headers
 
 
 def test_the_session_cookie_opens_the_ui_only_and_a_bad_token_gets_the_sign_in_form(ui_world: World) -> None:

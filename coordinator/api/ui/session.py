@@ -91,6 +91,9 @@ async def login(request: web.Request) -> web.Response:
 
 
 async def logout(request: web.Request) -> web.Response:
+    """Forget the cookie. Raises InvalidArgumentError (a form posted from another site's page)."""
+    if not _same_origin(request):
+        raise InvalidArgumentError("sign-out from another site's page refused")
     resp = _see_other("/ui/login")
     resp.del_cookie(COOKIE, path=COOKIE_PATH)
     return resp
