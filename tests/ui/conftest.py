@@ -12,7 +12,7 @@ import pytest
 from harness.browser import Browser
 from harness.ui_seed import Seeded, seed
 from tests.conftest import make_backend
-from tests.security.conftest import store_token
+from tests.security.conftest import _dispose_engines, store_token  # noqa: F401 (closes State's engines at the end)
 from tests.support import Service
 
 
