@@ -132,21 +132,49 @@ class BrowseStore:
         """Commits ratified since ``since_ms``, per minute: of one table, or of every table ``scope`` covers.
 
         Owner-wide, only the tables whose last commit is that recent are read (``owned_tables.last_commit_at``),
-        each through its primary key: no index on ``ratified_at`` is needed, and idle tables cost nothing."""
+        each through its primary key: no index on ``ratified_at`` is needed, and idle tables cost nothing. One
+        table's window starts at the version ``_first_version_since`` finds, so a long history is not read."""
         c, t = commits.c, owned_tables.c
         lag = c.backfilled_at - c.ratified_at
         minute = (c.ratified_at // 60_000).label("minute")
         stmt = select(minute, func.count(), func.sum(case((c.backfilled_at.is_(None), 1), else_=0)),
                       func.avg(lag), func.max(lag))
-        if table_id is not None:
-            tables: Any = c.table_id == table_id
-        else:
-            tables = c.table_id.in_(_where(select(t.table_id), t.last_commit_at >= since_ms, _in_scope(scope)))
-        stmt = stmt.where(and_(tables, c.ratified_at >= since_ms)).group_by(minute).order_by(minute)
-        async with self.db.tx(write=False, single=True) as conn:
+        async with self.db.tx(write=False) as conn:
+            if table_id is not None:
+                first = await _first_version_since(conn, table_id, since_ms)
+                if first is None:
+                    return []
+                tables: Any = and_(c.table_id == table_id, c.version >= first)
+            else:
+                tables = c.table_id.in_(_where(select(t.table_id), t.last_commit_at >= since_ms, _in_scope(scope)))
+            stmt = stmt.where(and_(tables, c.ratified_at >= since_ms)).group_by(minute).order_by(minute)
             rows = (await conn.execute(stmt)).all()
         return [Minute(int(r[0]), int(r[1]), int(r[2] or 0), None if r[3] is None else float(r[3]),
                        None if r[4] is None else int(r[4])) for r in rows]
+
+
+#: Commit rows read per step of the backward walk of ``_first_version_since``.
+WALK_STEP = 2000
+
+
+async def _first_version_since(conn: Any, table_id: str, since_ms: int) -> int | None:
+    """The lowest version of the table's newest run of commits ratified at or after ``since_ms`` (None: none),
+    walking back from the newest by primary key, ``WALK_STEP`` rows at a time: the rows read are the window's
+    and one step more. Ratification times grow with the version within a table (one database decides each);
+    a version whose time is out of order by a moment at the window's edge may fall on either side."""
+    c = commits.c
+    first, before = None, None
+    while True:
+        stmt = _where(select(c.version, c.ratified_at), c.table_id == table_id,
+                      None if before is None else c.version < before)
+        chunk = (await conn.execute(stmt.order_by(c.version.desc()).limit(WALK_STEP))).all()
+        for version, ratified_at in chunk:
+            if ratified_at < since_ms:
+                return first
+            first = int(version)
+        if len(chunk) < WALK_STEP:
+            return first
+        before = chunk[-1][0]
 
 
 __all__ = ["ANY", "BrowseStore", "Minute"]

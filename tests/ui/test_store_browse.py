@@ -105,3 +105,23 @@ async def test_commits_newest_first_and_per_minute_with_their_publication_lag(st
     assert await browse.minutes(base - 60_000, ["file:///w/bz"]) == []
     [behind] = await browse.most_behind(10, None)
     assert behind.table_id == tid and behind.unbackfilled == 2
+
+
+async def test_one_table_s_window_is_found_walking_back_from_its_newest_commit(stores: tuple,
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from coordinator.store import browse as browse_module
+
+    store, browse, ids = stores
+    tid = ids["file:///w/bz/t"]
+    now = now_ms()
+    times = {2: now - 3_600_000, 3: now - 3_000_000, 4: now - 90_000, 5: now - 30_000, 6: now, 7: now}
+    for v, at in times.items():
+        key = str(uuid.uuid4())
+        row = CommitRow(tid, v, f"{v:020d}.{key}.json", key, 10, at, now + v, "0" * 64, at)
+        assert await store.ratify(row, max_unbackfilled=50, releases=False) == row
+    for step in (1, 2, 3, 2000):  # the walk's step changes how many rows it reads, never the answer
+        monkeypatch.setattr(browse_module, "WALK_STEP", step)
+        assert sum(m.commits for m in await browse.minutes(now - 120_000, None, tid)) == 4, step
+        assert sum(m.commits for m in await browse.minutes(now - 7_200_000, None, tid)) == 6, step
+        assert await browse.minutes(now + 60_000, None, tid) == [], step
+    assert await browse.minutes(now - 120_000, None, ids["file:///w/a_b/t"]) == []  # no commit at all
