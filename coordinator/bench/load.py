@@ -136,6 +136,10 @@ class Driver:
             raise BenchError(f"getCommits refused: HTTP {status} {body}")
         return body  # type: ignore[no-any-return]
 
+    async def get(self, target: str) -> tuple[int, bytes]:
+        """One GET of ``target`` (a path and query): its status and body."""
+        return await self._call("GET", target)
+
     async def metrics_text(self) -> str:
         status, raw = await self._call("GET", "/metrics")
         if status != 200:

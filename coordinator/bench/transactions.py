@@ -1,4 +1,4 @@
-"""Scenario 9: multi-table transactions of 2, 8 and 32 tables beside the same commits sent one table at a time.
+"""Scenario 10: multi-table transactions of 2, 8 and 32 tables beside the same commits sent one table at a time.
 
 One closed-loop writer. An operation is one commit on each of k tables (the same blind append as the other
 scenarios, :func:`.load.commit_body`): on the ``transaction`` side one ``POST /api/v1/transactions``, on the
@@ -24,7 +24,7 @@ JSON = b"application/json"
 
 
 def scenario(k: int, side: str) -> str:
-    return f"9. {k} tables, {side}"
+    return f"10. {k} tables, {side}"
 
 
 async def _retry_or_fail(status: int, raw: bytes, sample: Sample, what: str) -> None:

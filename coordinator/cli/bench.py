@@ -26,13 +26,15 @@ import click
 @click.option("--open-versions", type=int, default=None,
               help="Versions of scenario 7's table (open time with and without checkpoints) [1000; smoke 30; 0 skips].")
 @click.option("--tx-sizes", default=None,
-              help="Tables per multi-table transaction of scenario 9, comma-separated [2,8,32]; 0 skips it.")
+              help="Tables per multi-table transaction of scenario 10, comma-separated [2,8,32]; 0 skips it.")
 @click.option("--backfill-batch-size", type=int, default=1, show_default=True, help="The service's backfill trigger.")
 @click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes of the bench's service (serve --workers); 0 = serve's default, the number of CPUs.")
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--no-default-settings", is_flag=True,
               help="Skip scenario 3's second run on a service with default settings (restarts the service).")
+@click.option("--only-ui", is_flag=True,
+              help="Only the growth and scenario 9 (the browser UI's pages at the grown size).")
 @click.option("--keep-workdir", is_flag=True, help="Keep the tables, database file and service log.")
 @click.option("--json", "json_path", default=None, help="Write the full report as JSON here.")
 @click.option("--png", "png_path", default=None, help="Draw the chart here (needs matplotlib).")
@@ -40,7 +42,7 @@ import click
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
           open_versions: int | None, tx_sizes: str | None, backfill_batch_size: int, workers: int, no_deltars: bool,
-          no_default_settings: bool, keep_workdir: bool, json_path: str | None,
+          no_default_settings: bool, only_ui: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
     """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
 
@@ -51,7 +53,7 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
 
     kw: dict = dict(database=database, storage=storage, pg_url=pg_url, deltars=not no_deltars,
                     default_settings=not no_default_settings, backfill_batch_size=backfill_batch_size,
-                    keep_workdir=keep_workdir, workers=workers)
+                    keep_workdir=keep_workdir, workers=workers, only_ui=only_ui)
     for name, value in (("duration", duration), ("tables", tables), ("lag_rate", lag_rate),
                         ("growth_tables", growth_tables), ("growth_rows", growth_rows)):
         if value is not None:
@@ -77,7 +79,7 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
             raise click.BadParameter(f"a comma-separated list of integers, not {tx_sizes!r}",
                                      param_hint="--tx-sizes") from None
         if kw["tx_sizes"] and min(kw["tx_sizes"]) < 1:
-            raise click.BadParameter("table counts must be >= 1 (0 alone skips scenario 9)", param_hint="--tx-sizes")
+            raise click.BadParameter("table counts must be >= 1 (0 alone skips scenario 10)", param_hint="--tx-sizes")
     opts = BenchOptions.smoke(**kw) if smoke else BenchOptions(**kw)
     code = 0
     try:
