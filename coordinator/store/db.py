@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import os
 import socket
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 from sqlalchemy import select
@@ -55,6 +55,9 @@ class Db:
         cut = _Cut()
         try:
             async with contextlib.AsyncExitStack() as stack:
+                # Exits run last-in first-out: the timer is disarmed only after the transaction's COMMIT (or
+                # ROLLBACK) and the return of the connection, so the deadline covers those too.
+                stack.callback(cut.disarm)
                 try:
                     async with _until(deadline):  # the wait for the lock and a connection
                         if lock is not None:
@@ -65,8 +68,8 @@ class Db:
                             autocommit.connect() if autocommit is not None else self.engine.begin())
                 except TimeoutError:
                     raise UnavailableError(self._no_connection()) from None
-                with cut.armed(loop, deadline, conn):
-                    yield conn
+                cut.arm(loop, deadline, conn)
+                yield conn
         except IntegrityError:
             raise
         except PoolTimeoutError as e:  # the pool's own wait ran out first: every connection is in use
@@ -131,18 +134,16 @@ class _Cut:
 
     def __init__(self) -> None:
         self.fired = False
+        self._handle: asyncio.TimerHandle | None = None
 
-    @contextlib.contextmanager
-    def armed(self, loop: asyncio.AbstractEventLoop, deadline: float | None, conn: AsyncConnection) -> Iterator[None]:
+    def arm(self, loop: asyncio.AbstractEventLoop, deadline: float | None, conn: AsyncConnection) -> None:
         pgconn = _pgconn(conn)
-        if deadline is None or pgconn is None:
-            yield  # SQLite: a local file; its waits for locks are bounded by busy_timeout
-            return
-        handle = loop.call_at(deadline, self._fire, pgconn)
-        try:
-            yield
-        finally:
-            handle.cancel()
+        if deadline is not None and pgconn is not None:  # (SQLite: a local file; busy_timeout bounds its waits)
+            self._handle = loop.call_at(deadline, self._fire, pgconn)
+
+    def disarm(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
 
     def _fire(self, pgconn: Any) -> None:
         from psycopg import pq
