@@ -14,8 +14,8 @@ What differs is how a unit of work reaches the database, never what it decides (
   takes its row the same way, in a cheaper statement); on SQLite it is one transaction.
 * PostgreSQL may abort a statement to break a deadlock (``deadlock``); SQLite has none to report.
 * Before a replayed commit is acknowledged, ``settle`` makes sure it is as durable as a fresh one: on
-  PostgreSQL a transaction with an id of its own commits (its commit record lies after the replayed row's in
-  the WAL, so it returns only once synchronous replication has that far; a read-only standby refuses it);
+  PostgreSQL a transaction that writes WAL of its own commits (its commit record lies after the replayed
+  row's in the WAL, so it returns only once synchronous replication has that far; a standby refuses it);
   on SQLite (one file, synchronous=FULL) a row that can be read is durable already.
 """
 
@@ -280,6 +280,7 @@ def _pg_mark_many() -> Any:
     return _pg_marks(Mark(p.c.table_id, p.c.up_to), _take(owned_tables.c.table_id.in_(select(p.c.table_id))))
 
 
-# A transaction that takes an id commits with a WAL record of its own and waits for synchronous replication
-# (synchronous_commit) like any write, without touching a row.
-_SETTLE = text("SELECT pg_current_xact_id()")
+# A transaction that writes WAL commits with a record of its own and waits for synchronous replication
+# (synchronous_commit) like any write. A transactional logical message is the smallest such write: it touches
+# no table (only an id is not enough: a transaction that wrote no WAL commits without waiting).
+_SETTLE = text("SELECT pg_logical_emit_message(true, 'commit-owner', 'replay acknowledged')")
