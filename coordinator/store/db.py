@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import socket
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -28,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from client.contract.errors import UnavailableError
 
 from .dialect import Dialect, dialect_for
+from .engine import shut_socket
 
 
 def engine_deadline(engine: AsyncEngine) -> float:
@@ -146,13 +145,7 @@ class _Cut:
             self._handle.cancel()
 
     def _fire(self, pgconn: Any) -> None:
-        from psycopg import pq
-
-        if pgconn.status != pq.ConnStatus.OK:
-            return  # already closed: its descriptor may belong to someone else now
-        self.fired = True
-        with contextlib.suppress(OSError), socket.socket(fileno=os.dup(pgconn.socket)) as s:
-            s.shutdown(socket.SHUT_RDWR)
+        self.fired = shut_socket(pgconn)
 
 
 def _pgconn(conn: AsyncConnection) -> Any:

@@ -7,7 +7,10 @@ because `commit-owner migrate` is a one-shot command.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -175,14 +178,27 @@ def create_engine(url: str, *, pool_size: int = 10, timeout: float = 30.0,
         pool_recycle=1800,
         connect_args=pg_connect_args(url, timeout=timeout, connect_timeout=connect_timeout),
     )
-    ping_when_idle(engine, IDLE_PING_SECONDS)
+    ping_when_idle(engine, IDLE_PING_SECONDS, connect_timeout)
     return engine
 
 
 IDLE_PING_SECONDS = 5.0
 
 
-def ping_when_idle(engine: AsyncEngine, seconds: float) -> None:
+def shut_socket(pgconn: Any) -> bool:
+    """Shut down the socket of a libpq connection (psycopg's ``pgconn``), under whatever waits on it: the
+    driver then fails at once with a lost connection, needing nothing from the server. False when libpq no
+    longer calls the connection OK (its descriptor may belong to someone else by now): nothing done."""
+    from psycopg import pq
+
+    if pgconn.status != pq.ConnStatus.OK:
+        return False
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(pgconn.socket)) as s:
+        s.shutdown(socket.SHUT_RDWR)
+    return True
+
+
+def ping_when_idle(engine: AsyncEngine, seconds: float, ping_timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
     """Check a pooled connection at checkout only when it sat idle for ``seconds`` (docs/decisions.md).
 
     ``pool_pre_ping`` would spend a round trip on every checkout, several per commit. A connection in
@@ -198,10 +214,18 @@ def ping_when_idle(engine: AsyncEngine, seconds: float) -> None:
         since = record.info.get("idle_since")
         if since is None or time.monotonic() - since < seconds:
             return
+        # A ping to a frozen server would wait for ever, and cancelling it waits for the server too: its
+        # socket is shut down past the deadline instead (the same as Db.tx does to a statement).
+        pgconn = getattr(getattr(dbapi_conn, "driver_connection", None), "pgconn", None)
+        timer = None if pgconn is None or ping_timeout <= 0 else \
+            asyncio.get_running_loop().call_later(ping_timeout, shut_socket, pgconn)
         try:
             ok = sync.dialect.do_ping(dbapi_conn)
         except Exception as e:  # noqa: BLE001 - any failure means: use another connection
             raise DisconnectionError(f"idle connection failed its ping: {type(e).__name__}") from e
+        finally:
+            if timer is not None:
+                timer.cancel()
         if ok is False:
             raise DisconnectionError("idle connection failed its ping")
 
