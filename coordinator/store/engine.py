@@ -217,8 +217,10 @@ def ping_when_idle(engine: AsyncEngine, seconds: float, ping_timeout: float = CO
         # A ping to a frozen server would wait for ever, and cancelling it waits for the server too: its
         # socket is shut down past the deadline instead (the same as Db.tx does to a statement).
         pgconn = getattr(getattr(dbapi_conn, "driver_connection", None), "pgconn", None)
-        timer = None if pgconn is None or ping_timeout <= 0 else \
-            asyncio.get_running_loop().call_later(ping_timeout, shut_socket, pgconn)
+        timer = None
+        if pgconn is not None and ping_timeout > 0:
+            with contextlib.suppress(RuntimeError):  # (no event loop: a synchronous caller, nothing to arm)
+                timer = asyncio.get_running_loop().call_later(ping_timeout, shut_socket, pgconn)
         try:
             ok = sync.dialect.do_ping(dbapi_conn)
         except Exception as e:  # noqa: BLE001 - any failure means: use another connection
