@@ -625,8 +625,7 @@ class CommitService:
             stat = await storage.info(path)
             data = await storage.read(path) if stat.size == file_size else b""
         except FileNotFoundError:
-            prior = await self.store.get_commit(table.table_id, version)
-            if prior is not None and prior.file_name == file_name:
+            if await self.store.replayed(table.table_id, version, file_name) is not None:
                 return  # the retry of a commit already ratified (its staged file was cleaned up since)
             raise InvalidCommitError(f"the staged commit file _delta_log/{STAGED_COMMITS_DIR}/{file_name} does not "
                                      "exist: write it before committing") from None
