@@ -148,7 +148,7 @@ class TransactionService:
                                        f"{self.settings.max_transaction_bytes} are allowed (--max-transaction-bytes)")
         uid = _key_uid(idempotency_key) if idempotency_key else str(uuid.uuid4())
         sha = request_sha256(proposals)
-        if idempotency_key and (prior := await self.store.transactions.get(uid)) is not None:
+        if idempotency_key and (prior := await self.store.transactions.replayed(uid)) is not None:
             return await self._replayed(prior, sha, proposals)
         tables = await self._live_tables(ids, "commits")
         for t in ids:

@@ -94,7 +94,7 @@ class Transactions:
                 if not self.db.dialect.deadlock(e):
                     raise
                 continue  # (transactions over the same tables lock in one order; a deadlock is with another kind)
-            prior = await self.get(tx_id)
+            prior = await self.replayed(tx_id)
             if prior is not None:
                 return prior, False
             used = await self.key_used(tx_id, [r.table_id for r in ordered])
@@ -130,6 +130,15 @@ class Transactions:
         async with self.db.tx(write=False, single=True) as conn:
             r = (await conn.execute(select(transactions).where(transactions.c.id == tx_id))).first()
         return _transaction(r) if r is not None else None
+
+    async def replayed(self, tx_id: str) -> TransactionRow | None:
+        """The transaction ratified under ``tx_id``, settled before it is acknowledged again (as a single
+        commit's replay, ``Commits.replay``: the earlier attempt's COMMIT may have been cut by the deadline, its
+        rows not yet as durable as a fresh commit's); None when there is none."""
+        prior = await self.get(tx_id)
+        if prior is not None:
+            await self.db.dialect.settle(self.db)
+        return prior
 
     async def key_used(self, key: str, table_ids: Sequence[str]) -> list[str]:
         """The tables of ``table_ids`` that hold a commit with idempotency key ``key``, in table-id order."""
