@@ -173,7 +173,7 @@ vended_credentials = Table(
     Index("ix_vended_credentials_token", "token_id", "expires_at"),
 )
 
-# Multi-table transactions (migration 0007): one row per ratified transaction, written in the same database
+# Multi-table transactions (migration 0006): one row per ratified transaction, written in the same database
 # transaction as its commit rows (whose idempotency key is the transaction's id). It answers the replay of a
 # transaction whose reply was lost, and the ops view of transactions.
 transactions = Table(

@@ -4,15 +4,15 @@
 rows), the checksum of what was asked (a replay with the same key must ask the same), the tables and versions
 it ratified, and when. Written in the same database transaction as the commit rows (docs/transactions.md).
 
-Revision ID: 0007
+Revision ID: 0006
 Revises: 0005
 Create Date: 2026-11-25
 """
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0007"
-down_revision = "0005"  # the lead relinks the chain at merge (0006 is being written elsewhere)
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
