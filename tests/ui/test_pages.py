@@ -114,3 +114,20 @@ def test_the_session_cookie_opens_the_ui_only_and_a_bad_token_gets_the_sign_in_f
     assert status == 401 and 'class="login"' in body and "invalid or revoked" in body
     status, headers, body = get(ui_world, "/ui/static/ui.css")
     assert status == 200 and headers["Content-Type"].startswith("text/css") and "figure.chart" in body
+
+
+def test_a_search_says_what_it_matched_and_a_table_page_says_where_its_early_versions_came_from(
+    ui_world: World,
+) -> None:
+    sales = ui_world.seeded.catalogs[0]
+    _, _, by_name = get(ui_world, f"/ui/tables?q={sales}", cookie=ui_world.admin)
+    assert f"whose name starts with \u201c{sales}\u201d" in by_name
+    parent = ui_world.seeded.locations["orders"].rsplit("/", 1)[0]
+    _, _, by_location = get(ui_world, f"/ui/tables?q={parent}", cookie=ui_world.admin)
+    assert f"whose location starts with \u201c{parent}\u201d" in by_location
+    assert ui_world.seeded.locations["orders"] in by_location
+    _, _, every = get(ui_world, "/ui/tables", cookie=ui_world.admin)
+    assert 'class="here">All tables<' in every  # the navigation names the page it is on
+    orders = ui_world.seeded.tables["orders"]
+    _, _, oldest = get(ui_world, f"/ui/tables/{orders}?before=2", cookie=ui_world.admin)
+    assert 'id="before-owner"' in oldest and "version 0: written to" in oldest

@@ -4,6 +4,8 @@ page) and, through ``table_charts``, per table."""
 
 from __future__ import annotations
 
+import os
+
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
@@ -51,7 +53,8 @@ async def owner_charts(request: web.Request, who: Viewer, *, hours: float, backl
     if who.everything:
         seen = request.app[METRICS].outcomes.since(start)
         parts.append(minute_bars(
-            "refusals", "Refused commits per minute (this process)", start, minutes,
+            "refusals", f"Refused commits per minute (counted by the worker that served this page, pid "
+            f"{os.getpid()}; each worker of serve counts its own)", start, minutes,
             [Series("conflicts (409)", "conflict", {m: float(c) for m, c, _ in seen if c}),
              Series("other refusals", "refusal", {m: float(r) for m, _, r in seen if r})], fmt=lambda v: f"{v:.0f}"))
     if backlog:

@@ -11,6 +11,7 @@ from aiohttp import web
 from client.contract.errors import InvalidArgumentError
 
 from ...store.rows import TableRow
+from ...views import location_prefix
 from ..errors import only_params, query_int
 from ..keys import VIEWS
 from .activity import owner_charts
@@ -61,7 +62,7 @@ def _more(rows: Sequence[TableRow], limit: int, key: str, *segments: str, **quer
 
 def _search_form(q: str = "") -> Markup:
     return h('<form method="get" action="/ui/tables" class="search"><input name="q" value="{q}" size="50" '
-             'placeholder="name (catalog.schema.table, or its start) or location prefix (s3://bucket/…)">'
+             'placeholder="a name or its start, or a location prefix">'
              ' <button type="submit">Search</button></form>', q=q)
 
 
@@ -80,7 +81,7 @@ async def home(request: web.Request) -> web.Response:
              search=_search_form(), rows=rows or Markup('<tr><td colspan="3" class="muted">no catalogs</td></tr>'),
              unnamed_link=href("tables", query={"unnamed": "1"}), unnamed=number(unnamed), all_link=href("tables"),
              charts=await owner_charts(request, who, hours=1, backlog=True))
-    return page("Tables", body, viewer=who, here="catalogs")
+    return page("Catalogs", body, viewer=who, here="catalogs")
 
 
 async def catalog(request: web.Request) -> web.Response:
@@ -119,8 +120,13 @@ async def tables(request: web.Request) -> web.Response:
     limit = _limit(request)
     rows = await request.app[VIEWS].search(q, _after(request), limit, who.scope, unnamed=unnamed)
     title = "Tables without a name" if unnamed else ("Search" if q else "Every table")
-    body = h('{form}<p class="muted">By location{what}.</p>{tables}{more}', form=_search_form(q),
-             what=f", matching {q!r}" if q else "", tables=_tables(rows),
+    if not q:
+        what = "In location order."
+    elif location_prefix(q) is not None:
+        what = f"Tables whose location starts with \u201c{q}\u201d, in location order."
+    else:
+        what = f"Tables whose name starts with \u201c{q}\u201d, in location order."
+    body = h('{form}<p class="muted">{what}</p>{tables}{more}', form=_search_form(q), what=what, tables=_tables(rows),
              more=_more(rows, limit, rows[-1].location if rows else "", "tables", q=q or None,
                         unnamed="1" if unnamed else None))
     return page(title, body, viewer=who, crumbs=[("catalogs", href())], here="tables")

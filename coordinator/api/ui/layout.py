@@ -25,7 +25,7 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 
-_NAV = (("Tables", "catalogs"), ("Search", "tables"), ("Activity", "activity"))
+_NAV = (("Catalogs", "catalogs"), ("All tables", "tables"), ("Activity", "activity"))
 
 
 def page(title: str, body: Markup, *, viewer: Viewer | None, crumbs: list[tuple[str, str]] | None = None,

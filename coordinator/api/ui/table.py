@@ -92,10 +92,22 @@ def _history(table: TableRow, entries: list[HistoryEntry]) -> Markup:
                      '<td class="n">{bytes}</td><td class="file"><code>{file}</code></td><td class="published">{published}</td></tr>',
                      v=r.version, link=href("tables", table.table_id, "commits", str(r.version)), when=when,
                      file=r.file_name, published=published, **figures))
-    return h('<table class="list" id="history"><thead><tr><th>version</th><th>time (in-commit)</th><th>operation</th>'
+    return join([h('<table class="list" id="history"><thead><tr><th>version</th><th>time (in-commit)</th><th>operation</th>'
              '<th>engine</th><th>files</th><th>rows</th><th>bytes</th><th>staged file</th><th>published</th></tr>'
              '</thead><tbody>{rows}</tbody></table>',
-             rows=join(out) or Markup('<tr><td colspan="9" class="muted">no commit ratified by this owner yet</td></tr>'))
+             rows=join(out) or Markup('<tr><td colspan="9" class="muted">no commit ratified by this owner yet</td></tr>'),
+             ), _before_the_owner(table, entries)])
+
+
+def _before_the_owner(table: TableRow, entries: list[HistoryEntry]) -> Markup:
+    """Below the oldest commit: the versions the table's creator wrote before the owner took it (version 0 at
+    least), which are in ``_delta_log`` but have no row here."""
+    if table.base_version < 0 or (entries and entries[-1].row.version != table.base_version + 1):
+        return Markup("")
+    upto = "version 0" if table.base_version == 0 else f"versions 0 to {table.base_version}"
+    return h('<p class="muted" id="before-owner">{upto}: written to <code>_delta_log</code> by the table\'s creator '
+             'before the owner took the table (a table is created on the file system, as the protocol wants); the '
+             'owner ratifies from version {first} on.</p>', upto=upto, first=table.base_version + 1)
 
 
 def _maintenance(cp: Checkpoints | None, problem: str | None, entries: list[HistoryEntry]) -> Markup:
