@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from .actions import ENGINE_INFO, DataFile, Mode, add_action, commit_info, next_in_commit_timestamp, remove_action
-from .backoff import conflict_delay
+from .backoff import conflict_wait
 from .contract.errors import (
     CommitStateUnknownError,
     CommitVersionConflictError,
@@ -282,7 +282,7 @@ def write_and_commit(
                         f"table's files (now at version {snap.version}); nothing was committed, re-run the overwrite",
                         latest_table_version=snap.version,
                     ) from None
-                time.sleep(conflict_delay(rebases))
+                time.sleep(conflict_wait(rebases, e.retry_slot))
                 continue
             except CommitStateUnknownError:
                 committed = True  # it may have landed: keep the files it would reference

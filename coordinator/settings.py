@@ -108,6 +108,11 @@ class Settings:
         30.0,
         "Deadline for the storage and database work of one request.",
         parse=float)
+    commit_turn_seconds: float = setting(
+        0.5,
+        "Writers racing on one table that send a Commit-Slot ticket are served in the order they lost: the head of "
+        "the line's turn waits this long for its next proposal (then passes on); 0 turns the line off.",
+        parse=float)
     db_pool_size: int = setting(
         10,
         "Database connection pool size.",
@@ -273,6 +278,8 @@ class Settings:
             raise ValueError("get_commits_page_size must be >= 1")
         if self.staging_expiry_seconds < 0:
             raise ValueError("staging_expiry_seconds must be >= 0 (0 = never expire)")
+        if not 0 <= self.commit_turn_seconds <= 60:
+            raise ValueError("commit_turn_seconds must be between 0 (no line) and 60")
         if self.max_line_bytes < 1024:
             raise ValueError("max_line_bytes must be >= 1024")
         if not self.max_clock_skew_seconds > 0:

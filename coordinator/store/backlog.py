@@ -9,7 +9,7 @@ from .db import Db
 from .schema import commits, owned_tables
 
 
-def behind_statement(limit: int) -> Select:
+def behind_statement(limit: int) -> Select[tuple[str]]:
     """The backfiller's sweep: tables with commit rows not yet backfilled, the oldest such commit first."""
     c = commits.c
     return (select(c.table_id).where(c.backfilled_at.is_(None)).group_by(c.table_id)
@@ -29,7 +29,7 @@ class Backlog:
         raises ``latest_version`` in one transaction, a publication marks the rows and raises
         ``latest_backfilled_version`` in one transaction (decision 43)."""
         async with self.db.tx(write=False, single=True) as conn:
-            return [r[0] for r in (await conn.execute(behind_statement(limit))).all()]
+            return [str(r[0]) for r in (await conn.execute(behind_statement(limit))).all()]
 
     async def oldest_unbackfilled(self) -> dict[str, int]:
         """table id -> ratification time (ms) of its oldest unbackfilled commit, for tables that have one."""
