@@ -41,6 +41,7 @@ async def settle() -> None:
 async def test_losers_take_the_next_versions_in_the_order_they_lost(inproc: InProcess) -> None:
     s = inproc
     table_id, _ = await s.create_table()
+    s.service._turn(table_id).line.turn_seconds = 10.0  # no turn runs out while the test looks
     await s.commit_ok(table_id, 1)
     assert (await propose(s, table_id, 2, "a"))[0] == 200  # a wins version 2
     lost_with_slot(await propose(s, table_id, 2, "b"), "b", 1)  # b lost first: the next turn is b's
@@ -107,8 +108,8 @@ async def test_a_writer_without_a_ticket_does_not_starve_in_a_crowd_that_has_the
             if status == 200:
                 known += 1
                 wins[name] = wins.get(name, 0) + 1
-                if name == "old" and wins[name] >= 3:
-                    done.set()
+                if wins.get("old", 0) >= 3 and all(wins.get(f"w{i}", 0) >= 3 for i in range(4)):
+                    done.set()  # every writer won three times: nobody starved
             else:
                 assert status == 409, reply
                 known = reply["error"]["latestTableVersion"]
@@ -121,8 +122,7 @@ async def test_a_writer_without_a_ticket_does_not_starve_in_a_crowd_that_has_the
     finally:
         done.set()
         await asyncio.gather(*tasks)
-    assert wins["old"] >= 3
-    assert all(wins.get(f"w{i}", 0) >= 1 for i in range(4)), wins  # and the ticketed writers kept winning too
+    assert wins["old"] >= 3 and all(wins[f"w{i}"] >= 3 for i in range(4)), wins
     versions = sorted(await asyncio.to_thread(db_commit_files, s.backend.database_url, table_id))
     assert versions == list(range(1, len(versions) + 1)) and len(versions) == 1 + sum(wins.values())
 
@@ -132,6 +132,7 @@ async def test_a_malformed_ticket_is_refused_and_changes_nothing(inproc: InProce
     s = inproc
     table_id, loc = await s.create_table()
     await s.commit_ok(table_id, 1)
+    await s.backfill_to(table_id, 1)  # the backfiller has nothing left to publish while the test looks
     files = await asyncio.to_thread(s.backend.snapshot, loc)
     rows = await asyncio.to_thread(db_commit_files, s.backend.database_url, table_id)
     status, reply = await s.call("POST", f"/api/v1/tables/{table_id}/commits?version=2", ndjson(actions()),

@@ -28,6 +28,9 @@ import click
 @click.option("--backfill-batch-size", type=int, default=1, show_default=True, help="The service's backfill trigger.")
 @click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes of the bench's service (serve --workers); 0 = serve's default, the number of CPUs.")
+@click.option("--only", default=None,
+              help="Run only these scenarios, comma-separated numbers 0-8 (e.g. 1,2: one writer, then racing "
+                   "writers); the targets of the others are left out.")
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--no-default-settings", is_flag=True,
               help="Skip scenario 3's second run on a service with default settings (restarts the service).")
@@ -37,7 +40,7 @@ import click
 @click.option("--markdown", "md_path", default=None, help="Write the markdown table here.")
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
-          open_versions: int | None, backfill_batch_size: int, workers: int, no_deltars: bool,
+          open_versions: int | None, backfill_batch_size: int, workers: int, only: str | None, no_deltars: bool,
           no_default_settings: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
     """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
@@ -68,6 +71,14 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
                                      param_hint="--contention") from None
         if not kw["contention"] or min(kw["contention"]) < 1:
             raise click.BadParameter("writer counts must be >= 1", param_hint="--contention")
+    if only:
+        try:
+            kw["only"] = tuple(int(x) for x in only.split(",") if x.strip())
+        except ValueError:
+            raise click.BadParameter(f"a comma-separated list of scenario numbers, not {only!r}",
+                                     param_hint="--only") from None
+        if not kw["only"] or not all(0 <= n <= 8 for n in kw["only"]):
+            raise click.BadParameter("scenario numbers are 0 to 8", param_hint="--only")
     opts = BenchOptions.smoke(**kw) if smoke else BenchOptions(**kw)
     code = 0
     try:
