@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from client.contract.errors import ForeignCommitFileError, UnavailableError
 from client.contract.layout import LOG_DIR, delta_file, delta_file_name, staged_file
+from coordinator.staged import commit_bytes
 from coordinator.storage import StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 
@@ -44,11 +45,13 @@ async def backfill_table(
     on_version: Callable[[int], None] | None = None,
     on_row: Callable[[CommitRow], None] | None = None,
     rows: list[CommitRow] | None = None,
+    mark: Callable[[str, int], Awaitable[None]] | None = None,
 ) -> BackfillResult:
     """Publish every unbackfilled commit of ``table`` with version <= ``up_to`` (all when None).
 
     Raises ForeignCommitFileError (table fenced), UnavailableError (storage or database down; what was
-    published before the failure is recorded first).
+    published before the failure is recorded first). ``mark`` records the published versions (default:
+    ``store.mark_backfilled`` at once; the background backfiller defers it, decision 44).
     """
     result = BackfillResult(table.table_id, backfilled_through=table.latest_backfilled_version)
     if rows is None:  # else the caller read them in the same statement as ``table``
@@ -64,7 +67,7 @@ async def backfill_table(
                 )
             data = cached(table.table_id, row.version) if cached else None
             if data is None:
-                data = await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
+                data = await _ratified_bytes(storage, table, row)
             await _check_ratified(store, table, row, data)
             target = delta_file(table.location, row.version)
             backend = storage.for_uri(target)
@@ -92,7 +95,7 @@ async def backfill_table(
                 on_row(row)
     finally:
         if done > table.latest_backfilled_version:
-            await store.mark_backfilled(table.table_id, done)
+            await (mark or store.mark_backfilled)(table.table_id, done)
         result.backfilled_through = done
     return result
 
@@ -114,6 +117,17 @@ async def _check_ratified(store: OwnershipStore, table: TableRow, row: CommitRow
     await store.set_not_accepting(table.table_id, "FENCED", reason)
     await store.record_backfill_error(table.table_id, reason)
     raise ForeignCommitFileError(reason, latest_table_version=table.reported_latest)
+
+
+async def _ratified_bytes(storage: StorageRouter, table: TableRow, row: CommitRow) -> bytes:
+    """The bytes of ``row``: from its row while it keeps them (decision 43; its staged file is made sure of
+    first, so a published version always has both files), else from its staged file."""
+    if row.body is None:
+        return await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
+    try:
+        return await commit_bytes(storage, table.location, table.commit_dir, row)
+    except OSError as e:
+        raise UnavailableError(f"storage error writing the staged file of version {row.version}: {e}") from e
 
 
 async def _read(storage: StorageRouter, uri: str) -> bytes:

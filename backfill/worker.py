@@ -5,6 +5,10 @@ Triggers: after commit v when ``v % batch_size == 0`` (batch size 1 = after ever
 with backoff, or a dead process's tables once its lease expired). Across processes sharing a
 database, a per-table lease (a conditional UPDATE with expiry) lets one process at a time publish a
 table; within a process a per-table lock does the same.
+
+The background runs record what they published a moment later (``backfill_mark_delay_ms``), the marks of every
+table pending then in one grouped round trip: the files are published at once, only their bookkeeping waits
+(decision 44). An explicit backfill, a lease handed back and ``stop`` record the pending marks first.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING
 from client.contract.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
 from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
-from coordinator.store import OwnershipStore, TableRow
+from coordinator.store import CommitRow, OwnershipStore, TableRow
 
 from .publisher import BackfillResult, backfill_table, repair_hole
 
@@ -60,8 +64,11 @@ class Backfiller:
         self._pending: dict[str, int | None] = {}
         self._wake = asyncio.Event()
         self._locks: dict[str, asyncio.Lock] = {}
-        self._cache: OrderedDict[tuple[str, int], bytes] = OrderedDict()
+        # What this process ratified and has not published yet: (table id, version) -> (its row, its bytes).
+        self._cache: OrderedDict[tuple[str, int], tuple[CommitRow | None, bytes]] = OrderedDict()
         self._cache_bytes = 0
+        # Each table as this process last read it, published version brought up to date (decision 44).
+        self._known: OrderedDict[str, TableRow] = OrderedDict()
         self._backoff: dict[str, tuple[float, int]] = {}
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
@@ -72,6 +79,10 @@ class Backfiller:
         self._triggered: dict[str, float] = {}  # table id -> when a commit of this process last asked for a run
         self.on_result: Callable[[BackfillResult], None] | None = None
         self.metrics = metrics
+        # Published but not yet recorded (decision 44): table id -> the version published through.
+        self._unmarked: dict[str, int] = {}
+        self._flush: asyncio.TimerHandle | None = None
+        self._flushing: set[asyncio.Task[None]] = set()
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -86,6 +97,10 @@ class Backfiller:
             await asyncio.gather(task, return_exceptions=True)
         if self._inflight:
             await asyncio.gather(*self._inflight, return_exceptions=True)
+        if self._flush is not None:
+            self._flush.cancel()
+            self._flush = None
+        await self.mark_pending()
         for table_id in list(self._held):
             await self._release(table_id)
 
@@ -107,6 +122,10 @@ class Backfiller:
         return False
 
     async def _release(self, table_id: str) -> None:
+        try:
+            await self.mark_pending([table_id])  # the next holder then starts from what this one published
+        except CommitOwnerError:
+            pass  # it publishes those versions again and finds the same bytes there
         self._held.pop(table_id, None)
         try:
             await self.store.release_lease(table_id, self.holder)
@@ -123,11 +142,13 @@ class Backfiller:
 
     # -- triggers -----------------------------------------------------------------------------------
 
-    async def after_commit(self, table_id: str, version: int, data: bytes, gives_up_ownership: bool) -> None:
-        """Called once version ``version`` is ratified. Never raises: a ratified commit stays ratified (K16)."""
+    async def after_commit(self, table_id: str, version: int, data: bytes, gives_up_ownership: bool,
+                           row: CommitRow | None = None) -> None:
+        """Called once version ``version`` is ratified (as ``row``, when the caller has it). Never raises: a
+        ratified commit stays ratified (K16)."""
         if gives_up_ownership:
             # The release commit is published at once, with everything before it (docs/lifecycle.md).
-            self._remember(table_id, version, data)
+            self._remember(table_id, version, data, row)
             try:
                 await self.backfill(table_id, version)
             except CommitOwnerError as e:
@@ -136,7 +157,7 @@ class Backfiller:
             return
         if not self.background:
             return
-        self._remember(table_id, version, data)
+        self._remember(table_id, version, data, row)
         self._triggered[table_id] = time.monotonic()
         if version % self.settings.backfill_batch_size == 0:
             self._enqueue(table_id, version)
@@ -146,36 +167,114 @@ class Backfiller:
         self._pending[table_id] = None if up_to is None or prev is None else max(prev, up_to)
         self._wake.set()
 
-    def _remember(self, table_id: str, version: int, data: bytes) -> None:
-        self._cache[(table_id, version)] = data
+    def _remember(self, table_id: str, version: int, data: bytes, row: CommitRow | None = None) -> None:
+        self._cache[(table_id, version)] = (row, data)
         self._cache_bytes += len(data)
         while self._cache_bytes > 64 * 1024 * 1024 or len(self._cache) > 10_000:
-            _, old = self._cache.popitem(last=False)
+            _, (_, old) = self._cache.popitem(last=False)
             self._cache_bytes -= len(old)
 
     def _cached(self, table_id: str, version: int) -> bytes | None:
-        data = self._cache.pop((table_id, version), None)
-        if data is not None:
-            self._cache_bytes -= len(data)
-        return data
+        entry = self._cache.pop((table_id, version), None)
+        if entry is None:
+            return None
+        self._cache_bytes -= len(entry[1])
+        return entry[1]
+
+    def _from_memory(self, table_id: str, up_to: int | None) -> tuple[TableRow, list[CommitRow]] | None:
+        """The table and the rows to publish next, without a read (decision 44), when this process knows them:
+        it read the table before, holds its lease for sure, and ratified every version from the one after the
+        published one on (through ``up_to``, or as far as they run). None: read them."""
+        known = self._known.get(table_id)
+        held = self._held.get(table_id)
+        if known is None or held is None or held[0] <= time.monotonic():
+            return None
+        done = max(known.latest_backfilled_version, self._unmarked.get(table_id, -1))
+        rows: list[CommitRow] = []
+        while up_to is None or done + 1 + len(rows) <= up_to:
+            entry = self._cache.get((table_id, done + 1 + len(rows)))
+            if entry is None or entry[0] is None:
+                break
+            rows.append(entry[0])
+        if not rows or (up_to is not None and rows[-1].version < up_to):
+            return None
+        return dataclasses.replace(known, latest_version=max(known.latest_version, rows[-1].version),
+                                   latest_backfilled_version=done), rows
+
+    def _learned(self, table: TableRow, published: int) -> None:
+        self._known[table.table_id] = dataclasses.replace(
+            table, latest_backfilled_version=max(table.latest_backfilled_version, published))
+        self._known.move_to_end(table.table_id)
+        if len(self._known) > 100_000:
+            self._known.popitem(last=False)
+
+    # -- deferred marks (decision 44) -----------------------------------------------------------------
+
+    async def _defer_mark(self, table_id: str, up_to: int) -> None:
+        """``backfill_table``'s mark, for the background runs: remembered, recorded with the others shortly."""
+        if self.settings.backfill_mark_delay_ms <= 0:
+            await self.store.mark_backfilled(table_id, up_to)
+            return
+        self._unmarked[table_id] = max(up_to, self._unmarked.get(table_id, -1))
+        if self._flush is None:
+            self._flush = asyncio.get_running_loop().call_later(
+                self.settings.backfill_mark_delay_ms / 1000.0, self._start_flush)
+
+    def _start_flush(self) -> None:
+        self._flush = None
+        task = asyncio.get_running_loop().create_task(self._flush_marks(), name="commit-owner-backfill-marks")
+        self._flushing.add(task)
+        task.add_done_callback(self._flushing.discard)
+
+    async def _flush_marks(self) -> None:
+        try:
+            await self.mark_pending()
+        except CommitOwnerError as e:
+            log.warning("recording published versions failed (retried with the next ones): %s", e.message)
+            if self._unmarked and self._flush is None:
+                self._flush = asyncio.get_running_loop().call_later(1.0, self._start_flush)
+
+    async def mark_pending(self, table_ids: list[str] | None = None) -> None:
+        """Record the deferred marks (of ``table_ids``, or all) in one round trip. On failure they are kept
+        for the next flush, and the error raised."""
+        pending = {t: self._unmarked.pop(t) for t in (table_ids if table_ids is not None else list(self._unmarked))
+                   if t in self._unmarked}
+        if not pending:
+            return
+        try:
+            await self.store.mark_backfilled_many(pending)
+        except BaseException:
+            for t, v in pending.items():
+                self._unmarked[t] = max(v, self._unmarked.get(t, -1))
+            raise
 
     # -- the work -----------------------------------------------------------------------------------
 
     async def backfill(
         self, table_id: str, up_to: int | None = None, *, last_known_backfilled: int | None = None,
-        wait_seconds: float = 30.0,
+        wait_seconds: float = 30.0, defer_mark: bool = False,
     ) -> TableRow:
         """Publish every version <= ``up_to`` (all ratified when None) and return the table afterwards.
 
         Raises InvalidArgumentError when ``up_to`` was never ratified, ForeignCommitFileError,
         UnavailableError (storage/database down, or another process held the lease too long).
+        ``defer_mark``: record what is published a moment later (the background runs); else it is recorded
+        before this returns, with whatever an earlier run left pending.
         """
         deadline = time.monotonic() + wait_seconds
         lock = self._locks.setdefault(table_id, asyncio.Lock())
         async with lock:
+            if not defer_mark:
+                await self.mark_pending([table_id])
             while True:
-                # The table and its unbackfilled rows through up_to, in one statement.
-                table, rows = await self.store.get_commits(table_id, None, up_to)
+                remembered = self._from_memory(table_id, up_to) if defer_mark else None
+                if remembered is not None:
+                    table, rows = remembered
+                else:  # the table and its unbackfilled rows through up_to, in one statement
+                    table, rows = await self.store.get_commits(table_id, None, up_to)
+                    self._learned(table, -1)
+                if (published := self._unmarked.get(table_id, -1)) > table.latest_backfilled_version:
+                    table = dataclasses.replace(table, latest_backfilled_version=published)  # not yet recorded
                 if up_to is not None and up_to > table.latest_version:
                     raise InvalidArgumentError(
                         f"cannot backfill to version {up_to}: the latest ratified version is {table.reported_latest}",
@@ -198,12 +297,14 @@ class Backfiller:
                         metrics = self.metrics
                         result = await backfill_table(
                             self.store, self.storage, table, target, cached=self._cached, rows=rows,
+                            mark=self._defer_mark if defer_mark else None,
                             on_version=lambda _v: self._progressed.add(table_id),
                             on_row=(lambda r: metrics.observe_published(r.ratified_at)) if metrics else None,  # noqa: B023
                         )
                     finally:
                         if not self.background:
                             await self._release(table_id)
+                    self._learned(table, result.backfilled_through)
                     if self.on_result:
                         self.on_result(result)
                     if result.published:
@@ -262,7 +363,7 @@ class Backfiller:
                     return
             elif self.settings.backfill_batch_size == 1:
                 up_to = None  # everything ratified: also what other processes (workers) ratified meanwhile
-            await self.backfill(table_id, up_to, wait_seconds=0.0)
+            await self.backfill(table_id, up_to, wait_seconds=0.0, defer_mark=True)
             self._backoff.pop(table_id, None)
             if swept and time.monotonic() - self._triggered.get(table_id, 0.0) > SWEEP_SECONDS:
                 # A sweep is the fallback: hand the lease back to the process whose commits drive the table,
@@ -272,9 +373,10 @@ class Backfiller:
             raise
         except LeaseHeldElsewhere:
             # The holder publishes in order what it was asked to; what this process ratified after the holder's
-            # read is published by whichever process holds the lease next: look again soon (a sweep's table,
-            # up_to -2, is found again by the next sweep).
-            if up_to is None or up_to >= 0:
+            # read is published by whichever process holds the lease next: look again soon (a sweep's table is
+            # found again by the next sweep: not retried here, or a process that commits nothing to a busy table
+            # would read it and ask for its lease ten times a second for as long as the holder is busy).
+            if not swept and (up_to is None or up_to >= 0):
                 asyncio.get_running_loop().call_later(LEASE_RETRY_SECONDS, self._enqueue, table_id, up_to)
         except Exception as e:  # noqa: BLE001 - a background worker must survive anything
             if self.metrics is not None:

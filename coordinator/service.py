@@ -1,8 +1,11 @@
 """Ratification: turn a writer's commit request into exactly one ratified version.
 
-Order of work for version v (K01): write the staged file ``<v:020>.<uuid>.json`` with put-if-absent,
-completely, then run the one ratification transaction. A file whose transaction lost is an orphan no
-reader uses; it is removed at once when the refusal is certain, and never when the outcome is unknown.
+Order of work for version v (K01, decision 43): the staged file ``<v:020>.<uuid>.json`` is written with
+put-if-absent while the one ratification transaction runs, and the commit row keeps the bytes until the
+version is published: the database is the staged file's write-ahead log. The answer waits for both. A
+ratified row is never handed to a reader before its file is there (``staged.py`` writes it from the row
+when it is not). A file whose transaction lost is an orphan no reader uses; it is removed at once when the
+refusal is certain, and never when the outcome is unknown.
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from client.contract.errors import (
     CommitOwnerError,
     CommitVersionConflictError,
     ForeignCommitFileError,
-    IdempotencyKeyReusedError,
     InvalidArgumentError,
     InvalidCommitError,
     LocationNotAllowedError,
@@ -49,6 +51,7 @@ from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_name
 from .line import Line
 from .log_metadata import newest_metadata
 from .settings import Settings
+from .staged import StagedFiles
 from .storage import StorageRouter
 from .storage.base import FileInfo
 from .store import CommitRow, OwnershipStore, TableRow, now_ms, version_message
@@ -129,6 +132,21 @@ def _key_uid(key: str) -> str:
         raise InvalidArgumentError("Idempotency-Key must be a UUID") from None
 
 
+async def _settled(write: asyncio.Future[Any]) -> bool:
+    """Wait for a staged file's write; whether it created the file."""
+    try:
+        await write
+    except (OSError, asyncio.CancelledError):
+        return False
+    return True
+
+
+def _drop_result(write: asyncio.Future[Any]) -> None:
+    """Retrieve a background write's outcome so that nothing logs it as never retrieved."""
+    if not write.cancelled():
+        write.exception()
+
+
 class CommitService:
     """The commit-owner contract on top of the store and the storage seams."""
 
@@ -141,6 +159,7 @@ class CommitService:
         self.metrics = metrics
         self.roots = parse_roots(settings.allow_location)
         self.names = NameStore(store)
+        self.staged = StagedFiles(storage)
         # A table's location and folder never change: cache them so a commit costs no extra read.
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
@@ -341,6 +360,7 @@ class CommitService:
         if prior is None:
             raise stale
         place = await self.place(table_id)
+        await self.staged.ensure(place.location, place.commit_dir, [prior])
         return prior.to_json(place.location, place.commit_dir)
 
     async def _ratify(self, table_id: str, version: int, data: bytes, uid: str,
@@ -351,46 +371,77 @@ class CommitService:
         releases = body.gives_up_ownership and staged is None
         place = await self.place(table_id)
         check_local_log(place.location, place.commit_dir, self.roots)
-        path = staged_file(place.location, place.commit_dir, staged_file_name(version, uid))
-        storage = self.storage.for_uri(path)
         sha = hashlib.sha256(data).hexdigest()
-        created = False
-        try:
-            if staged is not None:
-                info = staged
-            else:
-                try:
-                    info = await storage.put_if_absent(path, data)
-                    created = True
-                except FileExistsError:
-                    # A retry of an attempt that already wrote this exact file name (same key).
-                    existing = await storage.read(path)
-                    if existing != data:
-                        raise IdempotencyKeyReusedError(
-                            f"idempotency key {uid} was already used for version {version} with different content"
-                        ) from None
-                    info = await storage.info(path)
-        except OSError as e:
-            raise UnavailableError(f"log storage unavailable while writing the commit file: {type(e).__name__}") from e
-        row = CommitRow(
-            table_id=table_id, version=version, file_name=path.rsplit("/", 1)[1], idempotency_key=uid,
-            file_size=info.size, file_modification_time=info.modification_time,
-            commit_timestamp=body.in_commit_timestamp, content_sha256=sha, ratified_at=now_ms(),
-        )
-        try:
-            ratified = await self.store.ratify(
-                row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases
+        if staged is not None:
+            row = CommitRow(
+                table_id=table_id, version=version, file_name=staged.path.rsplit("/", 1)[1], idempotency_key=uid,
+                file_size=staged.size, file_modification_time=staged.modification_time,
+                commit_timestamp=body.in_commit_timestamp, content_sha256=sha, ratified_at=now_ms(),
             )
-        except (CommitFailedError, TableNotFoundError):
-            # Certain refusal: our file is an orphan. Never delete it when the outcome is unknown.
-            if created:
-                await self._remove_orphan(storage, path)
-            raise
+            ratified = await self.store.ratify(
+                row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
+        else:
+            ratified = await self._ratify_owner_written(place, table_id, version, data, uid, sha,
+                                                        body.in_commit_timestamp, releases)
         if body.metadata is not None:
             await self._record_columns(table_id, ratified.version, body.metadata)
         if self.backfiller is not None:
-            await self.backfiller.after_commit(table_id, ratified.version, data, releases)
+            await self.backfiller.after_commit(table_id, ratified.version, data, releases, ratified)
         return ratified.to_json(place.location, place.commit_dir)
+
+    async def _ratify_owner_written(self, place: TablePlace, table_id: str, version: int, data: bytes, uid: str,
+                                    sha: str, commit_timestamp: int, releases: bool) -> CommitRow:
+        """The database as the write-ahead log (decision 43): the staged file is written while the one
+        ratifying transaction runs, the row keeping the bytes; the answer waits for both. The file name is
+        fresh for each attempt (the key lives in the row), so no two attempts ever share a file.
+
+        * refused for certain: the attempt's file is an orphan, removed once its write settled;
+        * outcome unknown (database unreachable, cancelled): the file stays, whatever becomes of the row;
+        * an idempotent replay of an earlier attempt: that attempt's file is made sure of, this one's removed;
+        * ratified but the file failed: it is written again from memory; when that fails too, 503 (the row is
+          durable and the file is rewritten from it before any reader sees the version).
+        """
+        name = staged_file_name(version)
+        path = staged_file(place.location, place.commit_dir, name)
+        storage = self.storage.for_uri(path)
+        now = now_ms()
+        row = CommitRow(
+            table_id=table_id, version=version, file_name=name, idempotency_key=uid, file_size=len(data),
+            file_modification_time=now, commit_timestamp=commit_timestamp, content_sha256=sha, ratified_at=now,
+            body=data,
+        )
+        write = asyncio.ensure_future(storage.put_if_absent(path, data))
+        try:
+            ratified = await self.store.ratify(
+                row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
+        except (CommitFailedError, TableNotFoundError):
+            if await _settled(write):  # certain refusal: our file is an orphan
+                await self._remove_orphan(storage, path)
+            raise
+        except BaseException:
+            write.add_done_callback(_drop_result)  # unknown outcome: the file stays
+            raise
+        if ratified.file_name != name:  # the replay of an earlier attempt under the same key
+            if await _settled(write):
+                await self._remove_orphan(storage, path)
+            await self.staged.ensure(place.location, place.commit_dir, [ratified])
+            return ratified
+        try:
+            await write
+        except FileExistsError:
+            pass  # a reader of the ratified row wrote it from the row first: the same bytes
+        except OSError as e:
+            log.warning("table %s: version %d is ratified, writing its staged file failed (%s); trying again",
+                        table_id, version, type(e).__name__)
+            try:
+                await self.staged.ensure(place.location, place.commit_dir, [row])
+            except UnavailableError as again:
+                raise UnavailableError(
+                    f"version {version} is ratified but its staged file could not be written ({again.message}); it "
+                    "is written from the database before any reader is told of it: retry with the same "
+                    "Idempotency-Key to hear the outcome", latest_table_version=version) from e
+        self.staged.written(table_id, version)
+        return ratified
 
     async def _record_columns(self, table_id: str, version: int, metadata: dict[str, Any]) -> None:
         """A ratified commit changed the table's metadata: its name (if it has one) now lists the new schema's
@@ -422,6 +473,7 @@ class CommitService:
         if start is not None and end is not None and start > end:
             raise InvalidArgumentError(f"startVersion {start} is greater than endVersion {end}")
         table, rows = await self.store.get_commits(table_id, start, end)
+        await self.staged.ensure(table.location, table.commit_dir, rows)
         return {
             "commits": [r.to_json(table.location, table.commit_dir) for r in rows],
             "latestTableVersion": table.reported_latest,
@@ -444,6 +496,11 @@ class CommitService:
         try:
             table, rows = await self.store.commits_from(table_id, version, self.unseen_limit)
         except (UnavailableError, TableNotFoundError):
+            err.unseen_commits, err.unseen_commits_complete = [], False
+            return
+        try:
+            await self.staged.ensure(table.location, table.commit_dir, rows)
+        except UnavailableError:
             err.unseen_commits, err.unseen_commits_complete = [], False
             return
         err.latest_table_version = table.reported_latest
@@ -496,6 +553,7 @@ class CommitService:
     async def unpublished_commits(self, table_id: str) -> tuple[TableRow, list[CommitRow]]:
         """The table and its ratified commits not yet published as ``<v>.json``, in one read."""
         table, rows = await self.store.get_commits(table_id, None, None)
+        await self.staged.ensure(table.location, table.commit_dir, rows)
         return table, rows
 
     async def commits_between(self, table_id: str, start: int, end: int | None) -> tuple[TableRow, list[CommitRow]]:
@@ -504,8 +562,10 @@ class CommitService:
         holds is a page: the caller asks again from the version after the last one listed."""
         if end is not None and start > end:
             raise InvalidArgumentError(f"start version {start} is greater than end version {end}")
-        return await self.store.get_commits(table_id, start, end, backfilled=True,
-                                            limit=self.settings.get_commits_page_size)
+        table, rows = await self.store.get_commits(table_id, start, end, backfilled=True,
+                                                   limit=self.settings.get_commits_page_size)
+        await self.staged.ensure(table.location, table.commit_dir, rows)
+        return table, rows
 
     # -- locations ----------------------------------------------------------------------------------
 

@@ -92,6 +92,11 @@ class Settings:
         0,
         "Also backfill every T milliseconds (0 = only on the batch trigger).",
         parse=int)
+    backfill_mark_delay_ms: int = setting(
+        20,
+        "The background backfiller records published versions this much later, many tables in one round trip "
+        "(0 = at once).",
+        parse=int)
     max_unbackfilled_commits: int = setting(
         50,
         "Refuse commits with 429 once a table has this many unbackfilled commits.",
@@ -260,6 +265,8 @@ class Settings:
             raise ValueError(f"bad value for --database-url / COMMIT_OWNER_DATABASE_URL: {e}") from None
         if self.commit_dir not in COMMIT_DIRS:
             raise ValueError(f"commit_dir must be one of {', '.join(COMMIT_DIRS)}, got {self.commit_dir!r}")
+        if self.backfill_mark_delay_ms < 0:
+            raise ValueError("backfill_mark_delay_ms must be >= 0")
         if self.backfill_batch_size < 1:
             raise ValueError("backfill_batch_size must be >= 1")
         if self.group_commit_max_rows < 1:

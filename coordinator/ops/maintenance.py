@@ -234,7 +234,9 @@ async def _read_log(store: OwnershipStore, backend: StorageBackend, t: TableRow)
     pending: set[str] = set()
     latest = top
     for row in await store.unbackfilled(t.table_id):  # ratified, not yet published: their files stay
-        actions = parse_actions(await backend.read(staged_file(t.location, t.commit_dir, row.file_name)))
+        data = row.body if row.body is not None else \
+            await backend.read(staged_file(t.location, t.commit_dir, row.file_name))  # (the row keeps it: decision 43)
+        actions = parse_actions(data)
         pending.update(f for a in actions if "add" in a for f in _files_of(t.location, a["add"]))
         latest = max(latest, row.version)
     return _Log(start=start, start_state=state, versions=versions, pending=pending, latest=latest)

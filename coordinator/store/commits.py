@@ -187,6 +187,17 @@ class Commits:
             return  # else the group skipped it (its table row was held): on its own, in this task
         await self.db.dialect.mark_one(self.db, mark_params(table_id, up_to, now_ms()))
 
+    async def mark_backfilled_many(self, items: dict[str, int]) -> None:
+        """Several tables' marks (table id -> published through) in one round trip; a table whose row another
+        transaction holds, or all of them after a deadlock with another process's batch, on its own."""
+        if len(items) == 1:
+            await self.mark_backfilled(*next(iter(items.items())))
+            return
+        marked = set(t for t, ok in zip(sorted(items), await self._mark_many(sorted(items.items())), strict=True) if ok)
+        for table_id, up_to in items.items():
+            if table_id not in marked:
+                await self.db.dialect.mark_one(self.db, mark_params(table_id, up_to, now_ms()))
+
     async def _mark_many(self, items: list[tuple[str, int]]) -> list[bool]:
         """The group's round trip of backfill marks (distinct tables, sent in table order). Returns whether
         each was marked; a table whose row another transaction holds is skipped, and a deadlock with another

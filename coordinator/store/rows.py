@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from client.contract.layout import staged_file
@@ -94,6 +94,9 @@ class CommitRow:
     content_sha256: str
     ratified_at: int
     backfilled_at: int | None = None
+    # The commit's bytes while unpublished, when the owner writes the staged file (None: writer-staged, or
+    # published). Never part of an answer: the staged file is rewritten from it (``coordinator/staged.py``).
+    body: bytes | None = field(default=None, repr=False, compare=False)
 
     def to_json(self, location: str, commit_dir: str) -> dict[str, Any]:
         return {

@@ -110,12 +110,13 @@ def mark_params(table_id: str, up_to: int, now: int) -> dict[str, Any]:
 
 
 def mark_rows(m: Mark, taken: Any = None) -> Update:
-    """Mark the table's unbackfilled commit rows up to ``m.up_to`` backfilled."""
+    """Mark the table's unbackfilled commit rows up to ``m.up_to`` backfilled, and let go of their bytes: a
+    published commit is read from ``<v>.json`` and its staged file, never from its row."""
     c = commits.c
     return (update(commits)
             .where(and_(c.table_id == m.table_id, *_taken(c.table_id, taken), c.version <= m.up_to,
                         c.backfilled_at.is_(None)))
-            .values(backfilled_at=NOW))
+            .values(backfilled_at=NOW, body=None))
 
 
 def advance_table(m: Mark, taken: Any = None) -> Update:

@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     ForeignKeyConstraint,
     Index,
+    LargeBinary,
     MetaData,
     PrimaryKeyConstraint,
     String,
@@ -66,6 +67,9 @@ commits = Table(
     Column("content_sha256", String(64), nullable=False),
     Column("ratified_at", BigInteger, nullable=False),
     Column("backfilled_at", BigInteger, nullable=True),
+    # The commit's bytes while it is unpublished, when the owner writes its staged file (migration 0005): the
+    # database is the write-ahead log of the staged file (service.py). NULL for writer-staged commits.
+    Column("body", LargeBinary, nullable=True),
     PrimaryKeyConstraint("table_id", "version", name="pk_commits"),
     UniqueConstraint("table_id", "idempotency_key", name="uq_commits_idempotency_key"),
     Index(

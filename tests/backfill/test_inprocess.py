@@ -136,7 +136,8 @@ async def test_the_store_judges_each_proposal_and_a_refusal_writes_no_row(parts:
     assert await p.store.ratify(one, max_unbackfilled=CAP, releases=False) == one  # its own replay
     # the store records what the service staged: stage version 2 the way the service does, then ratify it
     body = ndjson(actions(ict=ts + 1))
-    ok = dataclasses.replace(proposal(2, ts + 1), file_size=len(body), content_sha256=hashlib.sha256(body).hexdigest())
+    ok = dataclasses.replace(proposal(2, ts + 1), file_size=len(body), content_sha256=hashlib.sha256(body).hexdigest(),
+                             body=body)
     await asyncio.to_thread(p.backend.write, staged_file(loc, COMMITS_DIR, ok.file_name), body)
     assert await p.store.ratify(ok, max_unbackfilled=CAP, releases=False) == ok
     t = await p.store.get_table(table_id)

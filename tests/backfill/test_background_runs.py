@@ -1,0 +1,117 @@
+"""The background backfiller: it publishes at once and records what it published a moment later (decision 44),
+and a process that commits nothing to a busy table leaves it to the lease holder.
+
+Each test runs the real app in this process with the background backfiller on and a mark delay of 2 s, long
+enough to see the window on a loaded machine: the files are there, the database still lists the versions as
+unpublished, and then the marks land. An explicit backfill and ``stop`` record the pending marks before they
+return. (That the marks of many tables share one round trip is a cost: the benchmark's statements per commit.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+import pytest_asyncio
+
+from tests.backfill.test_inprocess import commit
+from tests.conftest import make_backend
+from tests.inprocess import InProcess
+from tests.support import delta_file
+
+DELAY_MS = 2000
+
+
+@pytest_asyncio.fixture(loop_scope="session", params=["sqlite-local", "postgres-local"])
+async def app(request: pytest.FixtureRequest) -> AsyncIterator[InProcess]:
+    db, storage = request.param.split("-")
+    b = make_backend(request, db, storage, f"marks-{request.param}")
+    p = await InProcess.start(b, {"COMMIT_OWNER_BACKFILL_MARK_DELAY_MS": str(DELAY_MS),
+                                  "COMMIT_OWNER_GROUP_COMMIT_MAX_ROWS": "64"})  # (group commit on, as served)
+    yield p
+    await p.stop()
+
+
+async def _until(what: str, check, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not await check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+async def _marked(p: InProcess, table_id: str) -> int:
+    return (await p.store.get_table(table_id)).latest_backfilled_version
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_published_at_once_and_recorded_a_moment_later(app: InProcess) -> None:
+    p = app
+    tables = [await p.create_table() for _ in range(3)]
+    started = time.monotonic()
+    for tid, _ in tables:
+        await commit(p, tid, 1)
+    for tid, loc in tables:
+        await _until(f"version 1 of {tid} published", lambda loc=loc: asyncio.to_thread(p.backend.exists,
+                                                                                        delta_file(loc, 1)))
+    published_after = time.monotonic() - started
+    if published_after < DELAY_MS / 1000 * 0.8:  # (a machine too slow to publish within the delay proves nothing)
+        assert [await _marked(p, tid) for tid, _ in tables] == [0, 0, 0], "the marks wait for the delay"
+        assert [c["version"] for c in (await p.get_commits(tables[0][0]))["commits"]] == [1]
+    for tid, _ in tables:
+        await _until(f"version 1 of {tid} recorded", lambda tid=tid: _eq(_marked(p, tid), 1))
+    assert (await p.get_commits(tables[0][0]))["commits"] == []
+
+
+async def _eq(value, expected: int) -> bool:  # type: ignore[no-untyped-def]
+    return await value == expected
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_an_explicit_backfill_and_stop_record_pending_marks_before_they_return(app: InProcess) -> None:
+    p = app
+    (a, loc_a), (b, loc_b) = await p.create_table(), await p.create_table()
+    await commit(p, a, 1)
+    await commit(p, b, 1)
+    for loc in (loc_a, loc_b):
+        await _until("version 1 published", lambda loc=loc: asyncio.to_thread(p.backend.exists, delta_file(loc, 1)))
+    t = await p.backfiller.backfill(a, 1)  # already published: it only records the pending mark
+    assert t.latest_backfilled_version == 1 and await _marked(p, a) == 1
+    assert (await p.get_commits(a))["commits"] == []
+    await p.backfiller.stop()
+    assert await _marked(p, b) == 1
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_process_that_commits_nothing_to_a_busy_table_does_not_poll_its_lease(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Two services on one database: A commits to a table steadily (and holds its lease), B commits nothing to
+    it. B's sweep finds the table behind now and then; it must leave it to A, not read it and ask for its
+    lease ten times a second for as long as A is busy."""
+    b = make_backend(request, "postgres", "local", "marks-two")
+    a_app = await InProcess.start(b, {})
+    b_app = await InProcess.start(b, {})
+    try:
+        tid, loc = await a_app.create_table()
+        asked: list[float] = []
+        real = b_app.store.acquire_lease
+
+        async def counted(*args, **kw):  # type: ignore[no-untyped-def]
+            asked.append(time.monotonic())
+            return await real(*args, **kw)
+
+        b_app.store.acquire_lease = counted  # type: ignore[method-assign]
+        started = time.monotonic()
+        v = 0
+        while time.monotonic() - started < 4.0:
+            v += 1
+            await commit(a_app, tid, v)
+            await asyncio.sleep(0.01)
+        await _until("everything published", lambda: asyncio.to_thread(b.exists, delta_file(loc, v)))
+        # B's sweep runs once a second: a handful of asks at most, never the ~40 of a 0.1 s retry loop
+        assert len(asked) <= 8, f"B asked for A's table's lease {len(asked)} times in 4 s"
+    finally:
+        await b_app.stop()
+        await a_app.stop()
