@@ -103,15 +103,16 @@ class Line:
             except asyncio.TimeoutError:
                 pass
 
-    def leave(self, p: Pass, won: bool) -> RetrySlot | None:
-        """The proposal was decided: a win ends its ticket's place; a loss keeps it (the head keeps the turn,
-        renewed). Returns the slot to tell a ticketed loser."""
+    def leave(self, p: Pass, done: bool) -> RetrySlot | None:
+        """The proposal was decided. ``done`` (a win, or a refusal that is not a lost race) ends its ticket's
+        place; a lost race keeps it (the head keeps the turn, renewed). Returns the slot to tell a ticketed
+        loser."""
         if p.ticket is None:
             return None
         now = time.monotonic()
         if p.turn:
             self.busy = False
-        if won:
+        if done:
             if p.ticket in self.order:
                 head = next(iter(self.order)) == p.ticket
                 del self.order[p.ticket]

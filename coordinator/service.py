@@ -298,17 +298,16 @@ class CommitService:
             _key_uid(idempotency_key)  # a bad key is refused before the proposal waits in line
         line = self._turn(table_id).line
         entry = await line.enter(ticket)
-        won = left = False
+        lost_race = False
         try:
-            result = await self._commit(table_id, version, data, idempotency_key, staged)
-            won = True
-            return result
+            return await self._commit(table_id, version, data, idempotency_key, staged)
         except CommitVersionConflictError as e:
-            e.retry_slot, left = line.leave(entry, won), True
+            lost_race = True
+            e.retry_slot = line.leave(entry, done=False)  # the loser keeps its place (the head its turn)
             raise
         finally:
-            if not left:
-                line.leave(entry, won)
+            if not lost_race:  # won, or refused for another reason: its place ends, the next ticket's turn starts
+                line.leave(entry, done=True)
 
     async def _commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None,
                       staged: FileInfo | None = None) -> dict[str, Any]:

@@ -77,6 +77,22 @@ async def test_a_turn_nobody_comes_back_for_expires_and_passes_on(inproc: InProc
     assert (await s.get_commits(table_id))["latestTableVersion"] == 3
 
 
+async def test_a_refusal_that_is_not_a_lost_race_passes_the_turn_on_at_once(inproc: InProcess) -> None:
+    s = inproc
+    table_id, _ = await s.create_table()
+    s.service._turn(table_id).line.turn_seconds = 10.0
+    await s.commit_ok(table_id, 1)
+    lost_with_slot(await propose(s, table_id, 1, "b"), "b", 1)  # b holds the next turn ...
+    held = asyncio.ensure_future(propose(s, table_id, 2, "c"))
+    await settle()
+    assert not held.done()
+    status, reply = await propose(s, table_id, 3, "b")  # ... and sends a commit with a gap: refused
+    assert status == 400 and reply["error"]["code"] == "INVALID_COMMIT", reply
+    status, _ = await asyncio.wait_for(held, 5)  # c does not wait for b's 10 s turn
+    assert status == 200
+    assert not s.service._turn(table_id).line
+
+
 async def test_a_writer_without_a_ticket_neither_waits_nor_takes_the_line_away(inproc: InProcess) -> None:
     s = inproc
     table_id, _ = await s.create_table()
