@@ -35,6 +35,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from .storage.base import StorageBackend
+from .timeline import OutcomeTimeline
 
 __all__ = ["Metrics", "CONTENT_TYPE_LATEST", "MaintenanceMetrics", "MeteredStorage", "RecentErrors"]
 
@@ -99,6 +100,7 @@ class Metrics:
                                        "Commit metrics reports received through the Delta REST Catalog API, by kind.",
                                        ["kind"], registry=r)
         self._janitor_seen = 0
+        self.outcomes = OutcomeTimeline()  # conflicts and refusals per minute, for the browser UI's charts
         # Labelled children by label values: labels() validates and takes a lock on every call, a dict lookup does
         # not (the label sets are small: routes, statuses, outcomes, storage operations).
         self._children: dict[tuple[Any, ...], Any] = {}
@@ -125,6 +127,8 @@ class Metrics:
     def observe_commit(self, outcome: str, seconds: float) -> None:
         self.child(self.commits, outcome).inc()
         self.child(self.commit_latency, outcome).observe(seconds)
+        if outcome != "ok":
+            self.outcomes.observe(outcome)
         if outcome == "COMMIT_VERSION_CONFLICT":
             self.conflicts.inc()
 

@@ -90,7 +90,7 @@ class _Turn:
 
     def __init__(self, turn_seconds: float = 0.0) -> None:
         self.lock = asyncio.Lock()
-        self.line = Line(turn_seconds)  # the ticketed writers waiting for the table's turn (decision 45)
+        self.line = Line(turn_seconds)  # the ticketed writers waiting for the table's turn (decision 46)
         self.latest = -1
         self.queued = 0  # proposals waiting for the lock
         # The last commits this process ratified (their JSON), kept once the table saw a conflict: losers are
@@ -286,7 +286,7 @@ class CommitService:
 
     async def _in_line(self, table_id: str, version: int, data: bytes, idempotency_key: str | None,
                        staged: FileInfo | None, ticket: str | None) -> dict[str, Any]:
-        """``_commit`` once the table's line lets the proposal go (decision 45). Without a ticket the proposal
+        """``_commit`` once the table's line lets the proposal go (decision 46). Without a ticket the proposal
         does not queue; a lost race then offers the writer a ticket. With one, a lost race says its place."""
         if version <= 0 or ticket is None:
             try:

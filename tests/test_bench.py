@@ -149,7 +149,7 @@ def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     (["--duration", "-1"], "must be positive"),
     (["--database", "mysql"], "mysql"),
     (["--workers", "-1"], "--workers"),
-    (["--only", "9"], "scenario numbers are 0 to 8"),
+    (["--only", "10"], "scenario numbers are 0 to 9"),
     (["--only", "1,two"], "comma-separated list of scenario numbers"),
 ])
 def test_bad_options_are_refused_before_anything_starts(args: list[str], message: str, tmp_path) -> None:
@@ -203,7 +203,10 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
         assert report["openRatios"][reader]["checkpoints"] > 0
     assert any(t["target"] == "delta-rs open v30 / v10, checkpoints" for t in report["targets"])
     assert _row(report, "0b. parallel floor, 8 tables", "floor")["ops"] > 0
-    assert len(report["targets"]) == 11 + 2 and all(isinstance(t["met"], bool) for t in report["targets"])
+    assert len(report["targets"]) == 11 + 2 + 1 and all(isinstance(t["met"], bool) for t in report["targets"])
+    ui_pages = [r for r in report["results"] if r["scenario"].startswith("9. UI ")]  # scenario 9, at the grown size
+    assert len(ui_pages) == 7 and all(r["ops"] == 3 and r["p50_ms"] > 0 for r in ui_pages), ui_pages
+    assert any(t["target"] == "UI page p95 after growth (ms)" and t["measured"] > 0 for t in report["targets"])
     share = next(t for t in report["targets"] if t["target"] == "8 tables rate / parallel floor rate")
     assert share["measured"] == pytest.approx(_row(report, "3. 8 tables")["per_second"]
                                               / _row(report, "0b. parallel floor", "floor")["per_second"], abs=0.01)

@@ -20,13 +20,15 @@ from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
 from ..store import OwnershipStore, open_engine
+from ..store.browse import BrowseStore
 from ..store.names import NameStore
 from ..store.vended import VendedStore
 from ..vending import CredentialVendor
-from . import delta, observe, openapi, unity, v1
+from ..views import Views
+from . import delta, observe, openapi, ui, unity, v1
 from .auth import auth_middleware, check_auth_mode, tokens_ctx
 from .errors import error_middleware
-from .keys import BACKFILLER, CATALOG, JANITOR, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE, VENDOR
+from .keys import BACKFILLER, CATALOG, JANITOR, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE, VENDOR, VIEWS
 from .routes import ROUTE_TABLE, RouteTable
 
 log = logging.getLogger("commit_owner.app")
@@ -35,6 +37,7 @@ ROUTES = [
     *v1.ROUTES,
     *unity.ROUTES,
     *delta.ROUTES,
+    *ui.ROUTES,
 ]
 
 
@@ -61,6 +64,7 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     service = CommitService(s, app[STORE], app[STORAGE], backfiller=backfiller, metrics=app[METRICS])
     app[SERVICE] = service
     app[CATALOG] = Catalog(service, NameStore(app[STORE]))
+    app[VIEWS] = Views(service, app[CATALOG].names, BrowseStore(app[STORE]), app[STORAGE])
     app[VENDOR] = CredentialVendor(s, VendedStore(app[STORE].db))
     app[BACKFILLER] = backfiller
     await backfiller.start()

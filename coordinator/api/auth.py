@@ -80,15 +80,24 @@ async def tokens_ctx(app: web.Application) -> AsyncIterator[None]:
     yield
 
 
-async def authenticate(request: web.Request) -> Principal:
+async def authenticate(request: web.Request, *, cookie: str | None = None) -> Principal:
+    """The principal of the request's bearer token: from the Authorization header, or, when ``cookie`` names
+    one (the browser UI's session) and no header is sent, from that cookie. Raises UnauthenticatedError."""
     header = request.headers.get("Authorization", "")
+    if not header and cookie is not None and request.cookies.get(cookie):
+        return await principal_of(request.app, request.cookies[cookie])
     if not header:
         raise UnauthenticatedError("authentication required: send Authorization: Bearer <token>")
     scheme, _, credential = header.strip().partition(" ")
     if scheme.lower() != "bearer" or not credential.strip():
         raise UnauthenticatedError("the Authorization header must read: Bearer <token>")
+    return await principal_of(request.app, credential)
+
+
+async def principal_of(app: web.Application, credential: str) -> Principal:
+    """The principal of a bearer token. Raises UnauthenticatedError (malformed, unknown or revoked)."""
     parts = split_token(credential.strip())
-    row = await request.app[TOKENS].get(parts[0]) if parts else None
+    row = await app[TOKENS].get(parts[0]) if parts else None
     ok = secret_matches(parts[1] if parts else "", row.hash if row is not None else None)
     if not ok or row is None or row.revoked is not None:
         raise UnauthenticatedError("the bearer token is invalid or revoked")
@@ -130,7 +139,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if permission is Permission.PUBLIC:
         return await handler(request)
     try:
-        principal = await authenticate(request)
+        principal = await authenticate(request, cookie=api_of(request).session_cookie)
     except UnauthenticatedError as e:
         request[OUTCOME] = e.code
         resp = error_response(e, request.get(REQUEST_ID), api=api_of(request))
@@ -139,6 +148,8 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     request[PRINCIPAL] = principal
     if info.http_exception is not None:
         return await handler(request)  # 404 / 405, answered to authenticated callers only
+    if permission is Permission.BROWSE:
+        return await handler(request)  # the handler shows what the principal may read
     if permission is Permission.WATCH:
         if not principal.may_watch():
             raise PermissionDeniedError(f"token {principal.token_id} needs the ops scope (*:ops) or admin over "

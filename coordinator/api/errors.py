@@ -58,7 +58,7 @@ def api_of(request: web.Request) -> Api:
 def error_response(err: CommitOwnerError, request_id: str | None = None, *, api: Api = API) -> web.Response:
     """The error reply in ``api``'s envelope."""
     status, body = api.envelope(err)
-    resp = json_response(body, status=status)
+    resp = api.reply(status, body) if api.reply is not None else json_response(body, status=status)
     if request_id:
         resp.headers["X-Request-Id"] = request_id
     return resp

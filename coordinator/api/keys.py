@@ -16,6 +16,7 @@ from ..settings import Settings
 from ..storage import StorageRouter
 from ..store import OwnershipStore
 from ..vending import CredentialVendor
+from ..views import Views
 
 SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", OwnershipStore)
@@ -24,6 +25,7 @@ SERVICE = web.AppKey("service", CommitService)
 BACKFILLER = web.AppKey("backfiller", Backfiller)
 CATALOG = web.AppKey("catalog", Catalog)
 VENDOR = web.AppKey("vendor", CredentialVendor)
+VIEWS = web.AppKey("views", Views)  # the browser UI's reads
 
 JANITOR = web.AppKey("janitor", Janitor)
 

@@ -23,6 +23,8 @@ from client.contract.errors import CommitOwnerError
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 # An API's error reply: the error -> (HTTP status, JSON body).
 Envelope = Callable[[CommitOwnerError], tuple[int, dict[str, Any]]]
+# How an API writes its envelope: (HTTP status, envelope) -> the reply (JSON unless the API says otherwise).
+Reply = Callable[[int, dict[str, Any]], web.Response]
 
 
 class Permission(enum.Enum):
@@ -34,6 +36,9 @@ class Permission(enum.Enum):
     COMMIT = "commit"
     ADMIN = "admin"
     ADMIN_EVERYWHERE = "admin-everywhere"  # admin over every location ("*")
+    # any valid token: the handler shows only what the token may read (the browser UI: every table for the
+    # ops scope or admin over "*", else the tables its read scopes cover)
+    BROWSE = "browse"
 
     @property
     def action(self) -> str | None:
@@ -58,12 +63,16 @@ class Locate(enum.Enum):
 class Api:
     """One HTTP API: its prefix (a request no route matched falls back to the API of the longest prefix it
     lies under; "/" is the root, the fallback of everything), its error envelope, and the JSON file of its
-    OpenAPI operations (None: an outside spec documents it)."""
+    OpenAPI operations (None: an outside spec documents it). ``reply`` writes the envelope (None: as JSON);
+    ``session_cookie`` names a cookie that may carry the bearer token instead of the Authorization header
+    (the browser UI's; no other API reads a cookie, so no API call rides on a browser's session)."""
 
     name: str
     prefix: str
     envelope: Envelope
     openapi: Path | None = None
+    reply: Reply | None = None
+    session_cookie: str | None = None
 
     def covers(self, path: str) -> bool:
         base = self.prefix.rstrip("/")

@@ -1,4 +1,5 @@
-"""The status page at ``/``: plain HTML rendered here, no scripts, no build step."""
+"""The status page at ``/``: plain HTML rendered here, no scripts, no build step. It links to the browser UI
+(``/ui/``, api/ui), where tables are found by name and each one's commit history and charts are shown."""
 
 from __future__ import annotations
 
@@ -99,7 +100,8 @@ async def status_page(request: web.Request) -> web.Response:
 <h1>commit-owner</h1>
 {problem}
 <p id="summary">{len(tables)} tables, {behind} with unbackfilled commits, {stopped} not accepting commits.
-Rendered {_ts(int(time.time() * 1000))}. <a href="/metrics">metrics</a> · <a href="/readyz">readiness</a></p>
+Rendered {_ts(int(time.time() * 1000))}. <a href="/ui/">browse tables and commits</a> ·
+<a href="/metrics">metrics</a> · <a href="/readyz">readiness</a></p>
 <h2>Tables</h2>
 {more}
 <table id="tables">

@@ -36,9 +36,11 @@ class BenchOptions:
     keep_workdir: bool = False
     open_versions: int = 1000  # scenario 7 (coordinator/bench/checkpoints.py); 0 skips it
     open_repeats: int = 15
+    ui_repeats: int = 30  # scenario 9: requests per UI page
+    only_ui: bool = False  # the warm-up, the growth and scenario 9 only (the UI's figures, in a minute)
     default_settings: bool = True  # scenario 3 once more on a service with default settings
     workers: int = 0  # the service's processes (serve --workers); 0 = serve's default, the number of CPUs
-    only: tuple[int, ...] = ()  # the scenarios to run (0-8); empty: all of them
+    only: tuple[int, ...] = ()  # the scenarios to run (0-9; 9 runs after 6's growth); empty: all of them
 
     def wants(self, scenario: int) -> bool:
         return not self.only or scenario in self.only
@@ -47,7 +49,7 @@ class BenchOptions:
     def smoke(cls, **kw: Any) -> BenchOptions:
         """Seconds, not minutes: every scenario runs briefly on a small growth."""
         base: dict[str, Any] = dict(duration=1.0, contention=(4, 16), tables=8, readers=2, lag_rate=50.0, growth_tables=200,
-                    growth_rows=20, open_versions=30, open_repeats=3)
+                    growth_rows=20, open_versions=30, open_repeats=3, ui_repeats=3)
         base.update(kw)
         return cls(**base)
 
@@ -207,7 +209,7 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         o = self.opts
-        from . import checkpoints, deltars, floor, growth
+        from . import checkpoints, deltars, floor, growth, ui
 
         try:  # the bench's own client shares the machine: give it the cheaper loop too
             import uvloop
@@ -222,6 +224,8 @@ class Bench:
                  f"{self.env.service_workers}, workdir {self.env.workdir}")
         with self.env:
             asyncio.run(self._warm_up())
+            if o.only_ui:
+                return self._ui_only(started)
             if o.wants(6):
                 asyncio.run(self._probe("empty database"))  # reported; the target uses the probe before growth
             if o.wants(0):
@@ -278,6 +282,9 @@ class Bench:
                 self.say(f"  grown in {grown['seconds']} s: {grown['tables_total']} tables, "
                          f"{grown['commit_rows_total']} commit rows")
                 after = asyncio.run(self._probe("after growth"))
+                if o.wants(9):  # scenario 9 measures the UI at the grown size
+                    for label, sample in asyncio.run(ui.measure(self.env, o.ui_repeats)):
+                        self._record(f"9. UI {label}, {grown['tables_total']} tables", "owner", sample)
             bad = asyncio.run(self._check())
         report = {
             "machine": machine(),
@@ -288,13 +295,31 @@ class Bench:
             "results": self.results,
             "growth": grown,
             "targets": targets(self.results, before, after, o)
-            + (checkpoints.targets(self.results, o.open_versions) if o.open_versions and o.wants(7) else []),
+            + (checkpoints.targets(self.results, o.open_versions) if o.open_versions and o.wants(7) else [])
+            + (ui.targets(self.results) if o.wants(9) else []),
             "openRatios": checkpoints.ratios(self.results, o.open_versions) if o.open_versions and o.wants(7) else {},
             "consistency": {"tables": len(self.checks), "violations": bad},
         }
         if bad:
             raise BenchCheckError(report)
         return report
+
+
+    def _ui_only(self, started: float) -> dict[str, Any]:
+        """The growth, then scenario 9 (inside the running world)."""
+        from . import growth, ui
+
+        o = self.opts
+        assert self.env is not None
+        self.say(f"  growing the database: {o.growth_tables} tables x {o.growth_rows} commit rows ...")
+        grown = growth.grow(self.env, o.growth_tables, o.growth_rows)
+        for label, sample in asyncio.run(ui.measure(self.env, o.ui_repeats)):
+            self._record(f"9. UI {label}, {grown['tables_total']} tables", "owner", sample)
+        return {"machine": machine(), "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(o).items()},
+                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                "seconds": round(time.time() - started, 1), "service_workers": self.env.service_workers,
+                "results": self.results, "growth": grown, "targets": ui.targets(self.results), "openRatios": {},
+                "consistency": {"tables": 0, "violations": []}}
 
 
 class BenchCheckError(BenchError):

@@ -29,11 +29,13 @@ import click
 @click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes of the bench's service (serve --workers); 0 = serve's default, the number of CPUs.")
 @click.option("--only", default=None,
-              help="Run only these scenarios, comma-separated numbers 0-8 (e.g. 1,2: one writer, then racing "
-                   "writers); the targets of the others are left out.")
+              help="Run only these scenarios, comma-separated numbers 0-9 (e.g. 1,2: one writer, then racing "
+                   "writers; 9 needs 6); the targets of the others are left out.")
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--no-default-settings", is_flag=True,
               help="Skip scenario 3's second run on a service with default settings (restarts the service).")
+@click.option("--only-ui", is_flag=True,
+              help="Only the growth and scenario 9 (the browser UI's pages at the grown size).")
 @click.option("--keep-workdir", is_flag=True, help="Keep the tables, database file and service log.")
 @click.option("--json", "json_path", default=None, help="Write the full report as JSON here.")
 @click.option("--png", "png_path", default=None, help="Draw the chart here (needs matplotlib).")
@@ -41,7 +43,7 @@ import click
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
           open_versions: int | None, backfill_batch_size: int, workers: int, only: str | None, no_deltars: bool,
-          no_default_settings: bool, keep_workdir: bool, json_path: str | None,
+          no_default_settings: bool, only_ui: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
     """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
 
@@ -52,7 +54,7 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
 
     kw: dict = dict(database=database, storage=storage, pg_url=pg_url, deltars=not no_deltars,
                     default_settings=not no_default_settings, backfill_batch_size=backfill_batch_size,
-                    keep_workdir=keep_workdir, workers=workers)
+                    keep_workdir=keep_workdir, workers=workers, only_ui=only_ui)
     for name, value in (("duration", duration), ("tables", tables), ("lag_rate", lag_rate),
                         ("growth_tables", growth_tables), ("growth_rows", growth_rows)):
         if value is not None:
@@ -77,8 +79,8 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
         except ValueError:
             raise click.BadParameter(f"a comma-separated list of scenario numbers, not {only!r}",
                                      param_hint="--only") from None
-        if not kw["only"] or not all(0 <= n <= 8 for n in kw["only"]):
-            raise click.BadParameter("scenario numbers are 0 to 8", param_hint="--only")
+        if not kw["only"] or not all(0 <= n <= 9 for n in kw["only"]):
+            raise click.BadParameter("scenario numbers are 0 to 9", param_hint="--only")
     opts = BenchOptions.smoke(**kw) if smoke else BenchOptions(**kw)
     code = 0
     try:

@@ -118,7 +118,7 @@ class Janitor:
                 continue
             rep.orphans += 1
             if table.accepting and version > table.latest_version:
-                rep.kept_undecided += 1  # a retry with this file's key may still ratify it
+                rep.kept_undecided += 1  # the attempt that wrote it may still be in flight
                 continue
             path = staged_file(table.location, table.commit_dir, name)
             try:

@@ -11,8 +11,8 @@ equal to it or a parent of it on path-segment boundaries: ``s3://b/team-a`` cove
 but not ``s3://b/team-ab``.
 
 ``ops`` stands apart from that ranking: it opens what a monitoring system reads (``/metrics`` and the
-status page) and no table's data or commits, so Prometheus needs no key to the tables. It takes the
-prefix ``*`` only; admin over ``*`` includes it.
+status page) and the read-only browser UI over every table (``api/ui``), and no API route, so Prometheus
+needs no key to the tables. It takes the prefix ``*`` only; admin over ``*`` includes it.
 """
 
 from __future__ import annotations

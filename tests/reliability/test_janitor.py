@@ -1,6 +1,6 @@
 """The orphan janitor: removes staged files that will never be ratified, and nothing else.
 
-An orphan is what a process leaves when it dies between writing ``_commits/<v>.<key>.json`` and its
+An orphan is what a process leaves when it dies while writing ``_commits/<v>.<uuid>.json`` during its
 ratification transaction; the tests leave such files the same way (a staged file under a fresh key).
 """
 
@@ -61,7 +61,7 @@ def test_janitor_removes_only_old_orphans_of_decided_versions_on_local_disk(requ
         young_decided = _leave_orphan(backend, loc, 2)  # same, but too recent to touch
         for v in (1, 2, 3):
             c.commit(table_id, v, actions())
-        undecided = _leave_orphan(backend, loc, 4)      # above latest: a retry with its key may ratify it
+        undecided = _leave_orphan(backend, loc, 4)      # above latest: its attempt may still be in flight
         for name in (old_decided, undecided):
             _age(backend, loc, name, 3600)
         ratified = set(db_rows(backend.database_url, table_id)[1][i]["file_name"] for i in range(3))
@@ -81,16 +81,17 @@ def test_janitor_removes_only_old_orphans_of_decided_versions_on_local_disk(requ
         assert after == before - {old_decided}
         assert ratified <= after and young_decided in after and undecided in after
 
-        # The undecided file is still usable: the retry it was written for ratifies it.
+        # The resend of the attempt that wrote the undecided file writes a file of its own (names are fresh for
+        # every attempt, decision 43): version 4 is then decided, and the old undecided file an orphan like any.
         key = undecided.split(".")[1]
         data = backend.read(f"{staged_dir}/{undecided}")
-        assert c.commit(table_id, 4, data, idempotency_key=key).file_name == undecided
-        # Its version is now decided by that very file, so it is ratified and never removed.
+        got = c.commit(table_id, 4, data, idempotency_key=key)
+        assert got.version == 4 and got.file_name != undecided
         _age(backend, loc, undecided, 3600)
         _age(backend, loc, young_decided, 3600)
         rep = _janitor(backend)
-        assert [f.rsplit("/", 1)[1] for f in rep["removedFiles"]] == [young_decided]
-        assert undecided in backend.list(staged_dir)
+        assert sorted(f.rsplit("/", 1)[1] for f in rep["removedFiles"]) == sorted([young_decided, undecided])
+        assert got.file_name in backend.list(staged_dir)
         c.backfill_to_version(table_id, 4)
         for row in db_rows(backend.database_url, table_id)[1]:
             assert backend.read(f"{loc}/_delta_log/{row['version']:020d}.json") == \

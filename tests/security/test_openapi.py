@@ -15,6 +15,7 @@ from coordinator.api.app import ROUTES
 from coordinator.api.delta.errors import PREFIX as DELTA_PREFIX
 from coordinator.api.openapi import BODY, build_document
 from coordinator.api.routes import ROUTE_TABLE, Locate, Permission, RouteTable
+from coordinator.api.ui import UI
 from coordinator.api.unity.errors import PREFIX as UC_PREFIX
 from coordinator.settings import Settings
 from tests.security.conftest import call
@@ -67,7 +68,8 @@ def test_the_router_serves_each_route_of_the_table_exactly_once_and_nothing_else
 
 
 def test_every_route_has_a_known_permission_and_a_consistent_location_source() -> None:
-    assert {p.value for p in Permission} == {"public", "watch", "read", "commit", "admin", "admin-everywhere"}
+    assert {p.value for p in Permission} == {"public", "watch", "read", "commit", "admin", "admin-everywhere",
+                                             "browse"}
     for r in ROUTES:
         assert isinstance(r.permission, Permission), r.key
         assert (r.locate is None) == (r.permission.action is None), r.key
@@ -76,7 +78,11 @@ def test_every_route_has_a_known_permission_and_a_consistent_location_source() -
     by_permission: dict[str, set[tuple[str, str]]] = {}
     for r in ROUTES:
         by_permission.setdefault(r.permission.value, set()).add(r.key)
-    assert by_permission["public"] == {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/api/v1/openapi.json")}
+    assert by_permission["public"] == {("GET", "/healthz"), ("GET", "/readyz"), ("GET", "/api/v1/openapi.json"),
+                                       ("GET", "/ui/static/ui.css"), ("GET", "/ui/login"), ("POST", "/ui/login"),
+                                       ("POST", "/ui/logout")}
+    # the browser UI: any valid token, each page showing what the token may read
+    assert by_permission["browse"] == {r.key for r in ROUTES if r.api is UI and r.permission is not Permission.PUBLIC}
     assert by_permission["watch"] == {("GET", "/metrics"), ("GET", "/")}
     assert by_permission["admin-everywhere"] == {
         ("POST", f"{UC_PREFIX}/catalogs"), ("DELETE", f"{UC_PREFIX}/catalogs/{{name}}"),
@@ -89,7 +95,7 @@ def test_every_documented_operation_is_served_and_every_served_route_outside_the
     with_operation = {r.key for r in ROUTES if r.operation_id is not None}
     assert documented == with_operation
     assert {r.key for r in ROUTES if r.operation_id is None} == {
-        k for k in router_routes() if facade(k[1])}
+        k for k in router_routes() if facade(k[1]) or UI.covers(k[1])}  # (the browser UI has no OpenAPI document)
     ids = [op["operationId"] for item in document()["paths"].values() for m, op in item.items() if m in METHODS]
     assert sorted(ids) == sorted(r.operation_id for r in ROUTES if r.operation_id is not None)
 
@@ -119,7 +125,9 @@ def test_public_routes_are_exactly_those_answered_without_a_token(local_auth: Se
     for r in ROUTES:
         status, payload, headers = call(local_auth.endpoint, r.method, _concrete(r.path),
                                         body=b"{}" if r.method in ("POST", "PUT") else None)
-        if r.permission is Permission.PUBLIC:
+        if r.key == ("POST", "/ui/login"):  # public, and a sign-in form without a token is bad input
+            assert status == 400 and "enter a token" in payload.decode(), r.key
+        elif r.permission is Permission.PUBLIC:
             assert status == 200, r.key
         else:
             assert status == 401 and headers.get("WWW-Authenticate", "").startswith("Bearer"), r.key
@@ -127,6 +135,9 @@ def test_public_routes_are_exactly_those_answered_without_a_token(local_auth: Se
                 continue  # (no body)
             if r.path.startswith(DELTA_PREFIX + "/"):
                 assert payload["error"]["type"] == "NotAuthorizedException", r.key
+                continue
+            if UI.covers(r.path):  # the browser UI's envelope: its sign-in form
+                assert b'class="login"' in payload, r.key
                 continue
             code = payload["error_code"] if r.path.startswith(UC_PREFIX + "/") else payload["error"]["code"]
             assert code == "UNAUTHENTICATED", r.key
