@@ -79,6 +79,8 @@ class Backfiller:
         self._triggered: dict[str, float] = {}  # table id -> when a commit of this process last asked for a run
         self.on_result: Callable[[BackfillResult], None] | None = None
         self.metrics = metrics
+        # (table id, version) whose commit this process is ratifying and writing: the service adds and removes them.
+        self.writing: set[tuple[str, int]] = set()
         # Published but not yet recorded (decision 44): table id -> the version published through.
         self._unmarked: dict[str, int] = {}
         self._flush: asyncio.TimerHandle | None = None
@@ -281,6 +283,13 @@ class Backfiller:
                         latest_table_version=table.reported_latest,
                     )
                 target = table.latest_version if up_to is None else up_to
+                if defer_mark and self.writing:
+                    # A version whose staged file this process is still writing (decision 43) is published by
+                    # the run its own commit asks for; taken now, its file would be checked and written twice.
+                    held_back = next((r.version for r in rows if (table_id, r.version) in self.writing), None)
+                    if held_back is not None:
+                        rows = [r for r in rows if r.version < held_back]
+                        target = min(target, held_back - 1)
                 needs_repair = (
                     last_known_backfilled is not None
                     and table.base_version < last_known_backfilled <= table.latest_backfilled_version

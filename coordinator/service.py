@@ -90,7 +90,7 @@ class _Turn:
 
     def __init__(self, turn_seconds: float = 0.0) -> None:
         self.lock = asyncio.Lock()
-        self.line = Line(turn_seconds)  # the ticketed writers waiting for the table's turn (decision 46)
+        self.line = Line(turn_seconds)  # the ticketed writers waiting for the table's turn (decision 47)
         self.latest = -1
         self.queued = 0  # proposals waiting for the lock
         # The last commits this process ratified (their JSON), kept once the table saw a conflict: losers are
@@ -286,7 +286,7 @@ class CommitService:
 
     async def _in_line(self, table_id: str, version: int, data: bytes, idempotency_key: str | None,
                        staged: FileInfo | None, ticket: str | None) -> dict[str, Any]:
-        """``_commit`` once the table's line lets the proposal go (decision 46). Without a ticket the proposal
+        """``_commit`` once the table's line lets the proposal go (decision 47). Without a ticket the proposal
         does not queue; a lost race then offers the writer a ticket. With one, a lost race says its place."""
         if version <= 0 or ticket is None:
             try:
@@ -380,10 +380,21 @@ class CommitService:
             ratified = await self.store.ratify(
                 row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
         else:
-            ratified = await self._ratify_owner_written(place, table_id, version, data, uid, sha,
-                                                        body.in_commit_timestamp, releases)
-        if body.metadata is not None:
-            await self._record_columns(table_id, ratified.version, body.metadata)
+            writing = self.backfiller.writing if self.backfiller is not None else set()
+            writing.add((table_id, version))  # its own after_commit publishes it, not a run that reads it first
+            try:
+                ratified = await self._ratify_owner_written(place, table_id, version, data, uid, sha,
+                                                            body.in_commit_timestamp, releases)
+                return await self._ratified(place, table_id, ratified, data, body.metadata, releases)
+            finally:
+                writing.discard((table_id, version))
+        return await self._ratified(place, table_id, ratified, data, body.metadata, releases)
+
+    async def _ratified(self, place: TablePlace, table_id: str, ratified: CommitRow, data: bytes,
+                        metadata: dict[str, Any] | None, releases: bool) -> dict[str, Any]:
+        """What follows a ratification: the catalog's columns, the backfiller's turn, the answer."""
+        if metadata is not None:
+            await self._record_columns(table_id, ratified.version, metadata)
         if self.backfiller is not None:
             await self.backfiller.after_commit(table_id, ratified.version, data, releases, ratified)
         return ratified.to_json(place.location, place.commit_dir)
@@ -643,8 +654,7 @@ class CommitService:
             stat = await storage.info(path)
             data = await storage.read(path) if stat.size == file_size else b""
         except FileNotFoundError:
-            prior = await self.store.get_commit(table.table_id, version)
-            if prior is not None and prior.file_name == file_name:
+            if await self.store.replayed(table.table_id, version, file_name) is not None:
                 return  # the retry of a commit already ratified (its staged file was cleaned up since)
             raise InvalidCommitError(f"the staged commit file _delta_log/{STAGED_COMMITS_DIR}/{file_name} does not "
                                      "exist: write it before committing") from None

@@ -111,7 +111,14 @@ class Settings:
         parse=int)
     request_timeout_seconds: float = setting(
         30.0,
-        "Deadline for the storage and database work of one request.",
+        "Deadline for the storage and database work of one request: each database transaction and each log-storage "
+        "call gets this long (waiting for a pooled connection included); past it the connection is closed, never "
+        "reused, and the request is answered 503 UNAVAILABLE (retryable).",
+        parse=float)
+    db_connect_timeout_seconds: float = setting(
+        5.0,
+        "Deadline for opening one database connection (each host of a multi-host PostgreSQL URL in turn; at least "
+        "2 s). A connect_timeout in the database URL takes precedence.",
         parse=float)
     commit_turn_seconds: float = setting(
         0.5,
@@ -269,6 +276,8 @@ class Settings:
             raise ValueError("backfill_mark_delay_ms must be >= 0")
         if self.backfill_batch_size < 1:
             raise ValueError("backfill_batch_size must be >= 1")
+        if self.db_connect_timeout_seconds <= 0:
+            raise ValueError("db_connect_timeout_seconds must be > 0")
         if self.group_commit_max_rows < 1:
             raise ValueError("group_commit_max_rows must be >= 1")
         if self.workers < 0:

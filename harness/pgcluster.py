@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -67,6 +68,22 @@ class PgCluster:
         self.stop("fast")
         self.start()
 
+    def pids(self) -> list[int]:
+        """The postmaster and every process it started (backends, checkpointer, walwriter...)."""
+        main = int((self.data / "postmaster.pid").read_text().split()[0])
+        children = subprocess.run(["ps", "-o", "pid=", "--ppid", str(main)], capture_output=True, text=True,
+                                  check=False).stdout.split()
+        return [main, *(int(c) for c in children)]
+
+    def freeze(self) -> None:
+        """Hang the whole server, as a frozen host looks: every process stopped, sockets open, nothing answers."""
+        for pid in self.pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        for pid in self.pids():
+            os.kill(pid, signal.SIGCONT)
+
     @property
     def admin_url(self) -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
@@ -80,6 +97,10 @@ class PgCluster:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{name}"
 
     def destroy(self) -> None:
+        try:
+            self.thaw()  # a frozen server cannot stop
+        except (OSError, ValueError):
+            pass
         self.stop("immediate")
         time.sleep(0.1)
         shutil.rmtree(self.root, ignore_errors=True)

@@ -179,7 +179,10 @@ def _assert_scenario_8(report: dict) -> None:
         assert row["conflicts"] == row["failures"] == 0, row
         assert row["latency_covers"] == ("request" if api == "api/v1" else "stage + request")
         # Writer-staged: the owner writes only the publication; it reads the staged file instead.
-        assert row["work"]["storage_put_if_absent"] <= (2.0 if api == "api/v1" else 1.0), row["work"]
+        # /api/v1: the staged file and the publication, and now and then a third: with two workers, a backfill
+        # run that meets the other worker's commit while its file is being written writes it from the row
+        # (decision 43); one of the two finds it there.
+        assert row["work"]["storage_put_if_absent"] <= (2.5 if api == "api/v1" else 1.0), row["work"]
 
 
 def _row(report: dict, prefix: str, system: str = "owner") -> dict:
@@ -229,8 +232,9 @@ def test_smoke_on_postgres_counts_the_work_per_commit(tmp_path, pg_admin_url: st
         pytest.skip("PostgreSQL not reachable (set COMMIT_OWNER_TEST_DATABASE_URL)")
     report = _run(tmp_path, "--database", "postgres", "--pg-url", pg_admin_url, "--no-deltars")
     work = _row(report, "1. one table, 1 writer")["work"]
-    # One staged commit file per commit, plus at most one backfill publication.
-    assert 1.0 <= work["storage_put_if_absent"] <= 2.0, work
+    # One staged commit file per commit, plus at most one backfill publication (and the odd third of a race
+    # between the two workers, decision 43: see scenario 8).
+    assert 1.0 <= work["storage_put_if_absent"] <= 2.5, work
     # Ratification is one statement; the backfill adds a read and one bookkeeping statement per run.
     assert 1.0 <= work["db_statements"] <= 4.0, work
     assert work["db_round_trips"] == pytest.approx(work["db_statements"] + 2 * work["db_transactions"], abs=0.01)

@@ -44,7 +44,7 @@ ROUTES = [
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     s = app[SETTINGS]
     async with open_engine(s.database_url, pool_size=s.db_pool_size, timeout=s.request_timeout_seconds,
-                           on_create=app[METRICS].watch_engine) as engine:
+                           connect_timeout=s.db_connect_timeout_seconds, on_create=app[METRICS].watch_engine) as engine:
         app[STORE] = OwnershipStore(engine, group_max_rows=s.group_commit_max_rows)
         yield
 

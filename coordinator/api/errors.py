@@ -49,6 +49,20 @@ def envelope(err: CommitOwnerError) -> tuple[int, dict[str, Any]]:
 API = Api("v1", "/", envelope, openapi=Path(__file__).resolve().parent.parent / "openapi.json")
 
 
+def cause_of(e: BaseException) -> str:
+    """The error at the bottom of ``e``'s chain (the driver's own, under SQLAlchemy's wrapper), on one line."""
+    seen = e
+    while seen.__cause__ is not None and seen.__cause__ is not seen:
+        seen = seen.__cause__
+    orig = getattr(seen, "orig", None)
+    if isinstance(orig, BaseException):
+        seen = orig
+    if seen is e:
+        return "none recorded"
+    text = " ".join(str(seen).split())
+    return f"{type(seen).__module__}.{type(seen).__name__}: {text}" if text else type(seen).__name__
+
+
 def api_of(request: web.Request) -> Api:
     """The API whose envelope answers ``request`` (the project's in an app without a route table)."""
     table = request.app.get(ROUTE_TABLE)
@@ -74,6 +88,9 @@ async def error_middleware(request: web.Request, handler: Handler) -> web.Stream
         resp = await handler(request)
     except CommitOwnerError as e:
         request[OUTCOME] = e.code
+        if e.http_status == 503:
+            # The answer names only the class of what failed (no hosts, no paths); the log names the error
+            log.warning("%s (request %s): %s; cause: %s", e.code, request_id, e, cause_of(e))
         return error_response(e, request_id, api=api_of(request))
     except web.HTTPRequestEntityTooLarge:
         request[OUTCOME] = "PAYLOAD_TOO_LARGE"

@@ -120,10 +120,10 @@ def migrate(config: str | None, **overrides: Any) -> None:
 
 
 # What `backfill-worker` reads: no listener, no authentication, no registrations (so no allowed roots).
-WORKER_SETTINGS = ("database_url", "db_pool_size", "request_timeout_seconds", "s3_endpoint_url", "s3_region",
-                   "s3_access_key_id", "s3_secret_access_key", "storage_threads", "backfill_batch_size",
-                   "backfill_interval_ms", "backfill_lease_seconds", "group_commit_max_rows", "log_level", "log_format",
-                   "fault_injection")
+WORKER_SETTINGS = ("database_url", "db_pool_size", "db_connect_timeout_seconds", "request_timeout_seconds",
+                   "s3_endpoint_url", "s3_region", "s3_access_key_id", "s3_secret_access_key", "storage_threads",
+                   "backfill_batch_size", "backfill_interval_ms", "backfill_lease_seconds", "group_commit_max_rows",
+                   "log_level", "log_format", "fault_injection")
 
 
 @main.command("backfill-worker")

@@ -21,7 +21,8 @@ async def run_worker(settings: Settings) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with open_engine(settings.database_url, pool_size=settings.db_pool_size,
-                           timeout=settings.request_timeout_seconds) as engine:
+                           timeout=settings.request_timeout_seconds,
+                           connect_timeout=settings.db_connect_timeout_seconds) as engine:
         storage = StorageRouter(settings)
         try:
             worker = Backfiller(OwnershipStore(engine, group_max_rows=settings.group_commit_max_rows), storage, settings, background=True)

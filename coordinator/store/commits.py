@@ -112,9 +112,17 @@ class Commits:
     async def replay(self, table_id: str, key: str, version: int, sha256: str,
                      latest_table_version: int | None) -> CommitRow | None:
         """The commit ratified under idempotency key ``key`` when this proposal repeats it (same version,
-        same bytes); None when the key was never used. Raises IdempotencyKeyReusedError otherwise."""
+        same bytes); None when the key was never used. Raises IdempotencyKeyReusedError otherwise.
+
+        The earlier attempt's outcome may have been unknown: its COMMIT cut by the deadline, the row durable
+        on a primary that has not yet replicated it (a plain read sees it once the primary stops waiting for
+        its standby). So a found row is settled (``Dialect.settle``) before it is returned to be
+        acknowledged: a replay is acked only as durable as a fresh commit (docs/decisions.md)."""
         prior = await self._find_commit(commits.c.table_id == table_id, commits.c.idempotency_key == key)
-        if prior is None or (prior.version == version and prior.content_sha256 == sha256):
+        if prior is None:
+            return None
+        if prior.version == version and prior.content_sha256 == sha256:
+            await self.db.dialect.settle(self.db)
             return prior
         raise IdempotencyKeyReusedError(
             f"idempotency key {key} was already used for version {prior.version} with different content",
@@ -125,6 +133,15 @@ class Commits:
 
     async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
         return await self._find_commit(commits.c.table_id == table_id, commits.c.version == version)
+
+    async def replayed(self, table_id: str, version: int, file_name: str) -> CommitRow | None:
+        """Version ``version`` when it was ratified as ``file_name`` (the retry of that commit), settled as
+        in ``replay``; None otherwise."""
+        prior = await self.get_commit(table_id, version)
+        if prior is None or prior.file_name != file_name:
+            return None
+        await self.db.dialect.settle(self.db)
+        return prior
 
     async def _find_commit(self, *cond: Any) -> CommitRow | None:
         async with self.db.tx(write=False, single=True) as conn:

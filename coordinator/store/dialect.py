@@ -13,6 +13,10 @@ What differs is how a unit of work reaches the database, never what it decides (
   ``FOR UPDATE SKIP LOCKED`` (a row another transaction holds is skipped, never waited for; a batch of one
   takes its row the same way, in a cheaper statement); on SQLite it is one transaction.
 * PostgreSQL may abort a statement to break a deadlock (``deadlock``); SQLite has none to report.
+* Before a replayed commit is acknowledged, ``settle`` makes sure it is as durable as a fresh one: on
+  PostgreSQL a transaction that writes WAL of its own commits (its commit record lies after the replayed
+  row's in the WAL, so it returns only once synchronous replication has that far; a standby refuses it);
+  on SQLite (one file, synchronous=FULL) a row that can be read is durable already.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BigInteger, bindparam, cast, func, select
+from sqlalchemy import BigInteger, bindparam, cast, func, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -77,6 +81,10 @@ class Dialect:
     async def mark_one(self, db: Db, params: dict[str, Any]) -> None:
         """One backfill mark, atomically."""
         raise NotImplementedError
+
+    async def settle(self, db: Db) -> None:
+        """Return once every commit this connection's reads can see is as durable as the database promises
+        for a commit acknowledged now. Raises UnavailableError."""
 
     async def mark_many(self, db: Db, ordered: list[tuple[str, int]], now: int) -> set[str]:
         """A group's backfill marks (distinct tables, in table order) in one round trip: the tables marked."""
@@ -142,6 +150,10 @@ class PostgreSQL(Dialect):
 
     def deadlock(self, e: BaseException) -> bool:
         return getattr(getattr(e.__cause__, "orig", None), "sqlstate", None) == "40P01"
+
+    async def settle(self, db: Db) -> None:
+        async with db.tx(single=True) as conn:
+            await conn.execute(_SETTLE)
 
     async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
         async with db.tx(single=True) as conn:
@@ -266,3 +278,9 @@ def _pg_mark_lone() -> Any:
 def _pg_mark_many() -> Any:
     p = _unnest(table_id=owned_tables.c.table_id.type, up_to=BigInteger())
     return _pg_marks(Mark(p.c.table_id, p.c.up_to), _take(owned_tables.c.table_id.in_(select(p.c.table_id))))
+
+
+# A transaction that writes WAL commits with a record of its own and waits for synchronous replication
+# (synchronous_commit) like any write. A transactional logical message is the smallest such write: it touches
+# no table (only an id is not enough: a transaction that wrote no WAL commits without waiting).
+_SETTLE = text("SELECT pg_logical_emit_message(true, 'commit-owner', 'replay acknowledged')")

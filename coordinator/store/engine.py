@@ -7,7 +7,10 @@ because `commit-owner migrate` is a one-shot command.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import os
+import socket
 import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -50,10 +53,28 @@ def check_database_url(url: str) -> None:
         u.get_dialect()  # loads the driver's plugin: a typo'd driver name is refused here, in one line
     except NoSuchModuleError:
         raise ValueError(f"no database driver named {u.drivername!r}: expected {URL_EXAMPLES}") from None
+    if backend != "sqlite":
+        _check_pg_parameters(u.query)
     if backend == "sqlite" and (u.host or u.port or u.username):
         # `sqlite://./x.db` reads "." as a host, which SQLite has none of
         raise ValueError("a SQLite URL has no host: three slashes before a relative path "
                          "(sqlite+aiosqlite:///./owner.db), four before an absolute one")
+
+
+def _check_pg_parameters(query: Any) -> None:
+    """libpq's own parser judges the URL's parameters (an unknown name is refused here, not at the first
+    connection); the ones the store also sets must be whole numbers."""
+    from psycopg import pq
+    from psycopg.conninfo import make_conninfo
+
+    params = {k: (",".join(v) if isinstance(v, tuple) else v) for k, v in query.items()}
+    for name in ("connect_timeout", *TCP_DEFAULTS):
+        if name in params and not str(params[name]).strip().isdigit():
+            raise ValueError(f"the URL parameter {name} must be a whole number, not {params[name]!r}")
+    try:
+        pq.Conninfo.parse(make_conninfo("", **params).encode())
+    except Exception as e:  # noqa: BLE001 - psycopg's error names the parameter
+        raise ValueError(f"bad PostgreSQL URL parameters: {str(e).strip()}") from None
 
 
 def sqlite_file(url: str) -> Path | None:
@@ -108,10 +129,43 @@ def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def
     cur.close()
 
 
-def create_engine(url: str, *, pool_size: int = 10, timeout: float = 30.0) -> AsyncEngine:
+CONNECT_TIMEOUT_SECONDS = 5.0
+# TCP settings of every PostgreSQL connection unless the URL names them (docs/decisions.md, a store that never
+# hangs the owner): a peer that stops answering is noticed within about tcp_user_timeout (data unacknowledged)
+# or keepalives_idle + keepalives_interval x keepalives_count (an idle connection), not the kernel's 15 minutes.
+TCP_DEFAULTS: dict[str, int] = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,  # milliseconds
+}
+
+
+def pg_connect_args(url: str, *, timeout: float, connect_timeout: float) -> dict[str, Any]:
+    """The connection parameters the store adds to a PostgreSQL URL: the connect timeout, the TCP settings
+    and a server-side statement_timeout, each only when the URL does not already set it (SQLAlchemy lets
+    ``connect_args`` replace the URL's own, so the operator's are left out here, never overridden)."""
+    given = make_url(url).query
+    args: dict[str, Any] = {k: v for k, v in TCP_DEFAULTS.items() if k not in given}
+    if "connect_timeout" not in given:
+        args["connect_timeout"] = max(2, int(connect_timeout))  # libpq's least is 2 s
+    options = given.get("options")
+    if isinstance(options, tuple):
+        options = " ".join(options)
+    if not options or "statement_timeout" not in options:
+        ours = f"-c statement_timeout={int(timeout * 1000)}"
+        args["options"] = f"{options} {ours}" if options else ours
+    return args
+
+
+def create_engine(url: str, *, pool_size: int = 10, timeout: float = 30.0,
+                  connect_timeout: float = CONNECT_TIMEOUT_SECONDS) -> AsyncEngine:
+    """The engine of the store. ``timeout`` is the deadline of each unit of work (``Db.tx`` reads it back as
+    the pool's timeout); ``connect_timeout`` bounds opening one connection (per host of a multi-host URL)."""
     aurl = async_url(url)
     if aurl.startswith("sqlite"):
-        engine = create_async_engine(aurl, connect_args={"timeout": timeout})
+        engine = create_async_engine(aurl, connect_args={"timeout": timeout}, pool_timeout=timeout)
         event.listen(engine.sync_engine, "connect", _sqlite_pragmas)
         return engine
     engine = create_async_engine(
@@ -122,17 +176,29 @@ def create_engine(url: str, *, pool_size: int = 10, timeout: float = 30.0) -> As
         max_overflow=0,
         pool_timeout=timeout,
         pool_recycle=1800,
-        connect_args={"connect_timeout": max(1, int(timeout)),
-                      "options": f"-c statement_timeout={int(timeout * 1000)}"},
+        connect_args=pg_connect_args(url, timeout=timeout, connect_timeout=connect_timeout),
     )
-    ping_when_idle(engine, IDLE_PING_SECONDS)
+    ping_when_idle(engine, IDLE_PING_SECONDS, connect_timeout)
     return engine
 
 
 IDLE_PING_SECONDS = 5.0
 
 
-def ping_when_idle(engine: AsyncEngine, seconds: float) -> None:
+def shut_socket(pgconn: Any) -> bool:
+    """Shut down the socket of a libpq connection (psycopg's ``pgconn``), under whatever waits on it: the
+    driver then fails at once with a lost connection, needing nothing from the server. False when libpq no
+    longer calls the connection OK (its descriptor may belong to someone else by now): nothing done."""
+    from psycopg import pq
+
+    if pgconn.status != pq.ConnStatus.OK:
+        return False
+    with contextlib.suppress(OSError), socket.socket(fileno=os.dup(pgconn.socket)) as s:
+        s.shutdown(socket.SHUT_RDWR)
+    return True
+
+
+def ping_when_idle(engine: AsyncEngine, seconds: float, ping_timeout: float = CONNECT_TIMEOUT_SECONDS) -> None:
     """Check a pooled connection at checkout only when it sat idle for ``seconds`` (docs/decisions.md).
 
     ``pool_pre_ping`` would spend a round trip on every checkout, several per commit. A connection in
@@ -148,10 +214,20 @@ def ping_when_idle(engine: AsyncEngine, seconds: float) -> None:
         since = record.info.get("idle_since")
         if since is None or time.monotonic() - since < seconds:
             return
+        # A ping to a frozen server would wait for ever, and cancelling it waits for the server too: its
+        # socket is shut down past the deadline instead (the same as Db.tx does to a statement).
+        pgconn = getattr(getattr(dbapi_conn, "driver_connection", None), "pgconn", None)
+        timer = None
+        if pgconn is not None and ping_timeout > 0:
+            with contextlib.suppress(RuntimeError):  # (no event loop: a synchronous caller, nothing to arm)
+                timer = asyncio.get_running_loop().call_later(ping_timeout, shut_socket, pgconn)
         try:
             ok = sync.dialect.do_ping(dbapi_conn)
         except Exception as e:  # noqa: BLE001 - any failure means: use another connection
             raise DisconnectionError(f"idle connection failed its ping: {type(e).__name__}") from e
+        finally:
+            if timer is not None:
+                timer.cancel()
         if ok is False:
             raise DisconnectionError("idle connection failed its ping")
 
@@ -211,6 +287,7 @@ async def check_schema(engine: AsyncEngine) -> None:
 
 @contextlib.asynccontextmanager
 async def open_engine(database_url: str, *, pool_size: int = 2, timeout: float = 30.0,
+                      connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
                       on_create: Callable[[AsyncEngine], None] | None = None) -> AsyncIterator[AsyncEngine]:
     """The one way to open the database: an engine whose schema is checked, disposed of on exit.
 
@@ -220,7 +297,7 @@ async def open_engine(database_url: str, *, pool_size: int = 2, timeout: float =
     be reached.
     """
     _refuse_missing_sqlite_file(database_url)
-    engine = create_engine(database_url, pool_size=pool_size, timeout=timeout)
+    engine = create_engine(database_url, pool_size=pool_size, timeout=timeout, connect_timeout=connect_timeout)
     try:
         if on_create is not None:
             on_create(engine)
@@ -232,5 +309,6 @@ async def open_engine(database_url: str, *, pool_size: int = 2, timeout: float =
 
 async def check_database(settings: Any) -> None:
     """Refuse (raise) unless the settings' database is reachable and migrated."""
-    async with open_engine(settings.database_url, pool_size=1, timeout=settings.request_timeout_seconds):
+    async with open_engine(settings.database_url, pool_size=1, timeout=settings.request_timeout_seconds,
+                           connect_timeout=settings.db_connect_timeout_seconds):
         pass

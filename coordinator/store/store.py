@@ -89,6 +89,9 @@ class OwnershipStore:
                      latest_table_version: int | None) -> CommitRow | None:
         return await self.commits.replay(table_id, key, version, sha256, latest_table_version)
 
+    async def replayed(self, table_id: str, version: int, file_name: str) -> CommitRow | None:
+        return await self.commits.replayed(table_id, version, file_name)
+
     async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
         return await self.commits.get_commit(table_id, version)
 

@@ -121,6 +121,9 @@ def test_exit_codes_are_the_documented_ones(tmp_path: Path) -> None:
     assert res.returncode == 3 and "commit-owner migrate" in res.stderr
     res = cli_here("tables", "list", "--no-such-flag")
     assert res.returncode == 2
+    # A libpq parameter that does not exist is refused when the settings load, before anything connects
+    res = cli_here("tables", "list", "--database-url", "postgresql+psycopg://postgres@127.0.0.1/x?keepalive=1")
+    assert res.returncode == 2 and 'invalid connection option "keepalive"' in res.stderr, res.stderr
 
 
 def test_a_reader_that_went_away_is_no_error() -> None:
