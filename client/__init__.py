@@ -8,8 +8,10 @@ writes pyarrow, pandas or Polars data to an owned table and :func:`read_table` r
 from .contract.errors import *  # noqa: F401,F403
 from .contract.errors import __all__ as _errors_all
 from .http import CommitOwnerClient, encode_actions
-from .models import Commit, CommitsPage, TableInfo
-from .read import read_table
+from .models import Commit, CommitsPage, TableInfo, TransactionResult
+from .read import read_table, read_tables
+from .transaction import Transaction, transaction
 from .write import write_table
 
-__all__ = ["CommitOwnerClient", "Commit", "CommitsPage", "TableInfo", "encode_actions", "read_table", "write_table", *_errors_all]
+__all__ = ["CommitOwnerClient", "Commit", "CommitsPage", "TableInfo", "Transaction", "TransactionResult", "encode_actions",
+           "read_table", "read_tables", "transaction", "write_table", *_errors_all]

@@ -30,7 +30,7 @@ def conflict_delay(losses: int, rng: random.Random | None = None) -> float:
 
 def conflict_wait(losses: int, slot: RetrySlot | None, rng: random.Random | None = None) -> float:
     """Seconds to wait after a lost race: none when the owner gave the writer a place in the table's line (it
-    holds the retry until the writer's turn, decision 47), else the jittered :func:`conflict_delay`."""
+    holds the retry until the writer's turn, decision 48), else the jittered :func:`conflict_delay`."""
     return 0.0 if slot is not None else conflict_delay(losses, rng)
 
 

@@ -196,31 +196,27 @@ def rebase(snap: Any, conflict: CommitVersionConflictError, version: int, owner:
     return load(snap.location, owner, storage_options)
 
 
-def write_and_commit(
-    writer: FileWriter,
-    location: str,
-    schema_json: Mapping[str, Any],
-    options: WriteOptions,
-    *,
-    engine_info: str = ENGINE_INFO,
-) -> WriteResult:
-    """Check, write (through ``writer``) and commit one write to the owned table at ``location``.
+@dataclass(frozen=True)
+class Target:
+    """An owned table opened for a write: its snapshot, the owner's client and the table's id at that owner."""
 
-    ``writer`` writes the data files (nothing is written before the checks passed). ``schema_json`` is the
-    data's Delta struct type. ``options`` are the public ``write_table``'s
-    (see :func:`client.write.write_table`). Raises ValueError for a bad mode, partition column, or a schema
-    that differs from the table's (nothing written); TableChangedError when an overwrite lost to a commit that
-    changed the table; the owner's errors (CommitFailedError and family); CommitStateUnknownError.
-    """
+    snap: Any
+    owner: CommitOwnerClient
+    table_id: str
+
+
+def open_target(location: str, schema_json: Mapping[str, Any], options: WriteOptions) -> Target:
+    """Load the owned table at ``location`` (creating it when it is not a Delta table yet, or waiting for a
+    concurrent creator's version 0) and check the data's schema and partition columns against it: step 1 of
+    :func:`write_and_commit`, before any file is written. Raises ValueError."""
     from .lifecycle import create_table
     from .snapshot import owner_client_for
 
-    mode, token, storage_options = options.mode, options.token, options.storage_options
-    check_mode(mode)
     partition_by = list(options.partition_by or [])
     check_partition_types(schema_json, partition_by)
     location = normalize_location(location)
-    owner = owner_client(options.client, options.endpoint, token)
+    storage_options = options.storage_options
+    owner = owner_client(options.client, options.endpoint, options.token)
     try:
         snap = load(location, owner, storage_options)
     except NotADeltaTableError:
@@ -237,34 +233,81 @@ def write_and_commit(
             # A concurrent writer registered first; write into its table once its version 0 is visible.
             snap = await_table(location, owner, storage_options)
     check_compatible(snap, schema_json, partition_by if partition_by else None)
-    partition_by = snap.partition_columns
     if snap.owner is None or snap.owner.table_id is None:
         raise ValueError(f"{location} is not owned by a commit owner; take ownership first (client.lifecycle)")
     if owner is None:
-        owner = owner_client_for(snap.owner, snap.location, token=token)
-    table_id = snap.owner.table_id
+        owner = owner_client_for(snap.owner, snap.location, token=options.token)
+    return Target(snap, owner, snap.owner.table_id)
+
+
+def commit_actions(snap: Any, mode: Mode, files: Sequence[DataFile], adds: list[dict[str, Any]], *,
+                   engine_info: str) -> list[dict[str, Any]]:
+    """The actions of a write's commit on top of ``snap``: commitInfo (the next in-commit timestamp first),
+    a ``remove`` of every file of ``snap`` for an overwrite, then ``adds``."""
+    ict = next_in_commit_timestamp(snap.in_commit_timestamp)
+    removes = [
+        remove_action(a["path"], partition_values=a.get("partitionValues") or {}, size=a.get("size"),
+                      deletion_timestamp=ict)
+        for a in snap.files
+    ] if mode == "overwrite" else []
+    num_records = sum(int(f.stats.get("numRecords", 0)) for f in files)
+    return [
+        commit_info(in_commit_timestamp=ict, mode=mode, read_version=snap.version,
+                    partition_by=snap.partition_columns, num_files=len(files), num_records=num_records,
+                    engine_info=engine_info),
+        *removes,
+        *adds,
+    ]
+
+
+def rebased(snap: Any, conflict: CommitVersionConflictError, version: int, owner: CommitOwnerClient,
+            options: WriteOptions, schema_json: Mapping[str, Any], planned_removes: set[str]) -> Any:
+    """The table after the commits that beat this write's ``version``, checked: raises TableChangedError when
+    the data no longer fits it or when an overwrite would now remove other files than it planned."""
+    location, partition_by = snap.location, snap.partition_columns
+    snap = rebase(snap, conflict, version, owner, options.storage_options)
+    check_compatible(snap, schema_json, partition_by, during_race=True)
+    if options.mode == "overwrite" and {a["path"] for a in snap.files} != planned_removes:
+        raise TableChangedError(
+            f"overwrite of {location} lost the race for version {version} to a commit that changed the "
+            f"table's files (now at version {snap.version}); nothing was committed, re-run the overwrite",
+            latest_table_version=snap.version,
+        ) from None
+    return snap
+
+
+def write_and_commit(
+    writer: FileWriter,
+    location: str,
+    schema_json: Mapping[str, Any],
+    options: WriteOptions,
+    *,
+    engine_info: str = ENGINE_INFO,
+) -> WriteResult:
+    """Check, write (through ``writer``) and commit one write to the owned table at ``location``.
+
+    ``writer`` writes the data files (nothing is written before the checks passed). ``schema_json`` is the
+    data's Delta struct type. ``options`` are the public ``write_table``'s
+    (see :func:`client.write.write_table`). Raises ValueError for a bad mode, partition column, or a schema
+    that differs from the table's (nothing written); TableChangedError when an overwrite lost to a commit that
+    changed the table; the owner's errors (CommitFailedError and family); CommitStateUnknownError.
+    """
+    mode = options.mode
+    check_mode(mode)
+    target = open_target(location, schema_json, options)
+    snap, owner, table_id = target.snap, target.owner, target.table_id
+    location = snap.location
 
     folder = new_batch_folder()
     committed = False
     try:
-        files = writer.write(folder, list(partition_by))
+        files = writer.write(folder, list(snap.partition_columns))
         adds = [add_action(f) for f in files]
         num_records = sum(int(f.stats.get("numRecords", 0)) for f in files)
         planned_removes = {a["path"] for a in snap.files} if mode == "overwrite" else set()
         rebases = 0
         while True:
-            ict = next_in_commit_timestamp(snap.in_commit_timestamp)
-            removes = [
-                remove_action(a["path"], partition_values=a.get("partitionValues") or {}, size=a.get("size"),
-                              deletion_timestamp=ict)
-                for a in snap.files
-            ] if mode == "overwrite" else []
-            actions = [
-                commit_info(in_commit_timestamp=ict, mode=mode, read_version=snap.version, partition_by=partition_by,
-                            num_files=len(files), num_records=num_records, engine_info=engine_info),
-                *removes,
-                *adds,
-            ]
+            actions = commit_actions(snap, mode, files, adds, engine_info=engine_info)
             version = snap.version + 1
             if options.before_commit is not None:
                 options.before_commit(version)
@@ -274,14 +317,7 @@ def write_and_commit(
                 rebases += 1
                 if rebases > MAX_REBASES:
                     raise
-                snap = rebase(snap, e, version, owner, storage_options)
-                check_compatible(snap, schema_json, partition_by, during_race=True)
-                if mode == "overwrite" and {a["path"] for a in snap.files} != planned_removes:
-                    raise TableChangedError(
-                        f"overwrite of {location} lost the race for version {version} to a commit that changed the "
-                        f"table's files (now at version {snap.version}); nothing was committed, re-run the overwrite",
-                        latest_table_version=snap.version,
-                    ) from None
+                snap = rebased(snap, e, version, owner, options, schema_json, planned_removes)
                 time.sleep(conflict_wait(rebases, e.retry_slot))
                 continue
             except CommitStateUnknownError:
@@ -301,6 +337,10 @@ def write_and_commit(
 
 __all__ = [
     "FileWriter",
+    "Target",
+    "commit_actions",
+    "open_target",
+    "rebased",
     "PARTITION_TYPES",
     "WriteOptions",
     "WriteResult",

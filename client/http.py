@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
@@ -36,7 +36,7 @@ from .contract.errors import (
     error_from_envelope,
 )
 from .contract.layout import COMMITS_DIR
-from .models import Commit, CommitsPage, TableInfo
+from .models import Commit, CommitsPage, TableInfo, TransactionResult
 
 Actions = bytes | str | Iterable[Mapping[str, Any] | str]
 
@@ -69,6 +69,14 @@ def encode_actions(actions: Actions) -> bytes:
         line = a if isinstance(a, str) else json.dumps(a, separators=(",", ":"), ensure_ascii=False)
         lines.append(line.rstrip("\n"))
     return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def action_objects(actions: Actions) -> list[Any]:
+    """The actions as JSON objects (NDJSON bytes or text are split into their lines)."""
+    if isinstance(actions, (bytes, str)):
+        text = actions.decode("utf-8") if isinstance(actions, bytes) else actions
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return [json.loads(a) if isinstance(a, str) else dict(a) for a in actions]
 
 
 class CommitOwnerClient:
@@ -185,6 +193,30 @@ class CommitOwnerClient:
                 log.warning("commit owner at %s: table %s has a full backlog (429); waiting for its backfill, "
                             "%.0f s left", self.endpoint, table_id, self.deadline - (time.monotonic() - started))
                 self._sleep(1, started)
+
+    def commit_transaction(
+        self,
+        commits: Sequence[tuple[str, int, Actions]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> TransactionResult:
+        """Ask the owner to ratify, together, one commit per table: ``(table_id, version, actions)`` each.
+
+        Every commit is ratified in one database transaction, or none is. Retries after a lost reply reuse the
+        idempotency key, so the transaction lands at most once. Raises TransactionConflictError (``tables``
+        lists each table that moved on, with the commits it has not seen), the owner's other refusals (each
+        naming its table), CommitStateUnknownError when the outcome could not be learned.
+        """
+        key = idempotency_key or str(uuid.uuid4())
+        body = {"commits": [{"tableId": t, "version": int(v), "actions": action_objects(a)} for t, v, a in commits]}
+        return TransactionResult.from_json(self._call("POST", "/transactions", json_body=body,
+                                                      headers={"Idempotency-Key": key}, unknown_outcome=True))
+
+    def snapshots(self, table_ids: Sequence[str]) -> dict[str, CommitsPage]:
+        """Each table's latest ratified version and unpublished commits, all as of one instant (so a reader
+        sees a multi-table transaction whole or not at all), by table id. Raises TableNotFoundError."""
+        reply = self._call("POST", "/snapshots", json_body={"tableIds": list(table_ids)}, read=True)
+        return {str(t["tableId"]): CommitsPage.from_json(t) for t in reply["tables"]}
 
     def get_commits(
         self, table_id: str, start_version: int | None = None, end_version: int | None = None
@@ -314,7 +346,9 @@ class CommitOwnerClient:
         headers: Mapping[str, str] | None = None,
         unknown_outcome: bool = False,
         deadline: float | None = None,
+        read: bool = False,
     ) -> Any:
+        """One request, retried as the module says; ``read``: a POST that only reads (retried as a GET)."""
         hdrs = {"Accept": "application/json"}
         if headers:
             hdrs.update(headers)
@@ -325,7 +359,7 @@ class CommitOwnerClient:
             hdrs["Authorization"] = f"Bearer {self._token}"
         started = time.monotonic()
         attempt = 0
-        reading = method == "GET"
+        reading = method == "GET" or read
         what = f"{method} {path.split('?')[0]}"
         sent_any = False
         # the first contact's budget: the caller's own bound for this kind of call, if that is shorter

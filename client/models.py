@@ -47,6 +47,20 @@ class CommitsPage:
         )
 
 
+@dataclass(frozen=True)
+class TransactionResult:
+    """What a multi-table transaction ratified: its id (its idempotency key), when, and each table's commit."""
+
+    transaction_id: str
+    committed_at: int
+    commits: dict[str, Commit]  # table id -> its ratified commit, in the order they were sent
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TransactionResult:
+        return cls(transaction_id=str(d["transactionId"]), committed_at=int(d["committedAt"]),
+                   commits={str(c["tableId"]): Commit.from_json(c) for c in d["commits"]})
+
+
 def carried_commits(err: CommitVersionConflictError, version: int) -> list[Commit] | None:
     """The commits a refusal of ``version`` carried, when they run contiguously from ``version`` on; None when
     the answer carried none or they do not start there.

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import unquote
 
 from .http import CommitOwnerClient
-from .snapshot import Snapshot, load_snapshot
+from .snapshot import Snapshot, load_snapshot, load_snapshots
 from .storage import DataFiles
 
 #: Reader features whose tables cannot be read by reading the listed Parquet files as they are.
@@ -134,4 +134,20 @@ def read_table(
     return snapshot_table(snap, columns=columns, storage_options=storage_options)
 
 
-__all__ = ["UNSUPPORTED_READER_FEATURES", "arrow_type", "check_readable", "read_table", "snapshot_table"]
+def read_tables(
+    locations: Sequence[str],
+    *,
+    client: CommitOwnerClient | None = None,
+    token: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    owner_endpoint: str | None = None,
+) -> list[Any]:
+    """The rows of each table at ``locations`` (``pyarrow.Table`` each), all as of one instant of their owner:
+    a multi-table transaction is in every one of them or in none (:func:`client.snapshot.load_snapshots`).
+    Raises what :func:`read_table` raises."""
+    snaps = load_snapshots(locations, client=client, token=token, storage_options=storage_options,
+                           owner_endpoint=owner_endpoint)
+    return [snapshot_table(snap, storage_options=storage_options) for snap in snaps]
+
+
+__all__ = ["UNSUPPORTED_READER_FEATURES", "arrow_type", "check_readable", "read_table", "read_tables", "snapshot_table"]

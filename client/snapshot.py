@@ -41,7 +41,7 @@ from .contract.layout import (
     parse_delta_file,
 )
 from .http import ENDPOINT_ENV, READ_CONNECT_DEADLINE, CommitOwnerClient
-from .models import Commit
+from .models import Commit, CommitsPage
 from .storage import LogStorage
 
 __all__ = ["Listing", "advance_snapshot", "complete_checkpoints", "Snapshot", "latest_version", "load_snapshot",
@@ -327,43 +327,110 @@ def _resolve(storage: LogStorage, listing: Listing, version: int | None, client:
              token: str | None, ask_owner: bool, owner_endpoint: str | None = None,
              connect_deadline: float = READ_CONNECT_DEADLINE) -> Snapshot:
     top = listing.max_version
-    state = _replay_published(storage, listing, top if version is None else min(version, top))
-    if state.metadata is None or state.protocol is None:
-        raise IncompleteLogError(f"{storage.location}: the log has no metaData or protocol at version {state.version}")
-    ref = owner_ref(state.metadata.get("configuration") or {})
-    owner_latest: int | None = None
-    staged: list[int] = []
+    state, ref = _published(storage, listing, version)
     if ref is not None and ask_owner and (version is None or version > top):
         if ref.table_id is None:
             raise IncompleteLogError(f"{storage.location}: the owner properties carry no tableId")
         owner = client or owner_client_for(ref, storage.location, owner_endpoint=owner_endpoint, token=token,
                                            connect_deadline=connect_deadline)
         page = owner.get_commits(ref.table_id, start_version=top + 1, end_version=version)
-        owner_latest = page.latest_table_version
-        expected = top + 1
-        commits = [c for c in page.commits if c.version > top]  # listed (published) versions win
-        for c in commits:
-            if c.version != expected:
-                raise _Relist()
-            expected += 1
-        known = expected - 1
-        wanted = owner_latest if version is None else version
-        if wanted > known:
-            if owner_latest > known:
-                raise _Relist()
-            raise VersionNotFoundError(f"version {version} of {storage.location} does not exist (latest {known})")
-        for c in commits:
-            if c.version > wanted:
-                break
-            try:
-                data = _read_staged(storage, c)
-            except FileNotFoundError:
-                raise _Relist() from None  # backfilled and cleaned up since the owner answered
-            state.apply(c.version, parse_actions(data))
-            staged.append(c.version)
-    elif version is not None and version > top:
+        return _with_owner(storage, listing, state, page, version)
+    if version is not None and version > top:
         raise VersionNotFoundError(f"version {version} of {storage.location} does not exist (latest published {top})")
+    return _snapshot(storage.location, state, None, [])
+
+
+def _published(storage: LogStorage, listing: Listing, version: int | None) -> tuple[LogState, OwnerRef | None]:
+    """The table as its published log has it at ``version`` (its newest listed when None), and its owner."""
+    top = listing.max_version
+    state = _replay_published(storage, listing, top if version is None else min(version, top))
+    if state.metadata is None or state.protocol is None:
+        raise IncompleteLogError(f"{storage.location}: the log has no metaData or protocol at version {state.version}")
+    return state, owner_ref(state.metadata.get("configuration") or {})
+
+
+def _with_owner(storage: LogStorage, listing: Listing, state: LogState, page: CommitsPage,
+                version: int | None) -> Snapshot:
+    """``state`` (the published log) moved forward by the owner's unpublished commits of ``page``, up to
+    ``version`` (the owner's latest when None). Raises _Relist when the listing missed a publication."""
+    top = listing.max_version
+    owner_latest = page.latest_table_version
+    staged: list[int] = []
+    expected = top + 1
+    commits = [c for c in page.commits if c.version > top]  # listed (published) versions win
+    for c in commits:
+        if c.version != expected:
+            raise _Relist()
+        expected += 1
+    known = expected - 1
+    wanted = owner_latest if version is None else version
+    if wanted > known:
+        if owner_latest > known:
+            raise _Relist()
+        raise VersionNotFoundError(f"version {version} of {storage.location} does not exist (latest {known})")
+    for c in commits:
+        if c.version > wanted:
+            break
+        try:
+            data = _read_staged(storage, c)
+        except FileNotFoundError:
+            raise _Relist() from None  # backfilled and cleaned up since the owner answered
+        state.apply(c.version, parse_actions(data))
+        staged.append(c.version)
     return _snapshot(storage.location, state, owner_latest, staged)
+
+
+def load_snapshots(
+    locations: Sequence[str],
+    *,
+    client: CommitOwnerClient | None = None,
+    token: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    owner_endpoint: str | None = None,
+    max_relists: int = 10,
+    after_listing: Callable[[int, list[Listing]], None] | None = None,
+) -> list[Snapshot]:
+    """The latest snapshot of each table at ``locations``, all as of ONE instant of their owner: a multi-table
+    transaction is in all of them or in none (``POST /api/v1/snapshots``; docs/transactions.md).
+
+    The tables must share one owner (``client``; else ``owner_endpoint``, ``$COMMIT_OWNER_ENDPOINT`` or the
+    endpoint the first owned table names). A table no owner manages is read from its published log alone.
+    ``after_listing`` is called with ``(attempt, listings)`` after every round of listings. Raises what
+    :func:`load_snapshot` raises.
+    """
+    storages = [LogStorage(loc, storage_options) for loc in locations]
+    for attempt in range(max_relists + 1):
+        listings = [list_log(s) for s in storages]
+        if after_listing is not None:
+            after_listing(attempt, listings)
+        published = []
+        for s, listing in zip(storages, listings, strict=True):
+            if listing.max_version < 0:
+                raise NotADeltaTableError(f"{s.location} is not a Delta table: _delta_log holds no commit")
+            published.append(_published(s, listing, None))
+        owned = [(i, ref) for i, (_, ref) in enumerate(published) if ref is not None]
+        for i, ref in owned:
+            if ref.table_id is None:
+                raise IncompleteLogError(f"{storages[i].location}: the owner properties carry no tableId")
+        pages: dict[str, CommitsPage] = {}
+        if owned:
+            first, first_ref = owned[0]
+            owner = client or owner_client_for(first_ref, storages[first].location, owner_endpoint=owner_endpoint,
+                                               token=token)
+            pages = owner.snapshots([str(r.table_id) for _, r in owned])
+        try:
+            out = []
+            for s, listing, (state, table_ref) in zip(storages, listings, published, strict=True):
+                if table_ref is None:
+                    out.append(_snapshot(s.location, state, None, []))
+                else:
+                    out.append(_with_owner(s, listing, state, pages[str(table_ref.table_id)], None))
+        except _Relist:
+            continue
+        for snap in out:
+            snap.relists = attempt
+        return out
+    raise SnapshotRaceError(f"the logs of {len(locations)} tables kept changing under {max_relists} listings; try again")
 
 
 def _snapshot(location: str, state: LogState, owner_latest: int | None, staged: list[int]) -> Snapshot:

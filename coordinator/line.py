@@ -1,5 +1,5 @@
 """The line of writers racing on one table in this process: the version after a commit goes to the writer that
-has waited longest, not to the one that just won (decision 47).
+has waited longest, not to the one that just won (decision 48).
 
 A writer that takes part sends a ticket with each proposal (``Commit-Slot``, any short token it chose, or the
 one a 409 handed it). The first proposal of a ticket joins the line at its end. The head of the line has the

@@ -46,7 +46,7 @@ from coordinator.security.roots import check_allowed, check_local_log, parse_roo
 from coordinator.security.tokens import covers
 
 from .columns import columns_of_metadata, properties_of_metadata
-from .commit_body import ClockRule, parse_commit_body
+from .commit_body import ClockRule, CommitBody, parse_commit_body
 from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names, newest_version
 from .line import Line
 from .log_metadata import newest_metadata
@@ -57,6 +57,7 @@ from .storage.base import FileInfo
 from .store import CommitRow, OwnershipStore, TableRow, now_ms, version_message
 from .store.names import NameStore
 from .store.rows import NameRow
+from .transactions import TransactionService
 
 if TYPE_CHECKING:
     from backfill.worker import Backfiller
@@ -90,7 +91,7 @@ class _Turn:
 
     def __init__(self, turn_seconds: float = 0.0) -> None:
         self.lock = asyncio.Lock()
-        self.line = Line(turn_seconds)  # the ticketed writers waiting for the table's turn (decision 47)
+        self.line = Line(turn_seconds)  # the ticketed writers waiting for the table's turn (decision 48)
         self.latest = -1
         self.queued = 0  # proposals waiting for the lock
         # The last commits this process ratified (their JSON), kept once the table saw a conflict: losers are
@@ -164,6 +165,7 @@ class CommitService:
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
         self._turns: OrderedDict[str, _Turn] = OrderedDict()
         self.unseen_limit = UNSEEN_COMMITS_LIMIT
+        self.transactions = TransactionService(self)  # multi-table transactions and reads (issue 28)
 
     # -- registration -------------------------------------------------------------------------------
 
@@ -286,7 +288,7 @@ class CommitService:
 
     async def _in_line(self, table_id: str, version: int, data: bytes, idempotency_key: str | None,
                        staged: FileInfo | None, ticket: str | None) -> dict[str, Any]:
-        """``_commit`` once the table's line lets the proposal go (decision 47). Without a ticket the proposal
+        """``_commit`` once the table's line lets the proposal go (decision 48). Without a ticket the proposal
         does not queue; a lost race then offers the writer a ticket. With one, a lost race says its place."""
         if version <= 0 or ticket is None:
             try:
@@ -452,6 +454,17 @@ class CommitService:
                     "Idempotency-Key to hear the outcome", latest_table_version=version) from e
         self.staged.written(table_id, version)
         return ratified
+
+    async def after_ratified(self, row: CommitRow, body: CommitBody) -> None:
+        """What follows a commit ratified by a multi-table transaction (coordinator/transactions.py), as after
+        ``commit``: this process's view of the table's latest version, its columns, the backfiller's trigger."""
+        place = await self.place(row.table_id)
+        self.staged.written(row.table_id, row.version)  # (a transaction writes its staged files first)
+        self._turn(row.table_id).ratified(row.to_json(place.location, place.commit_dir))
+        if body.metadata is not None:
+            await self._record_columns(row.table_id, row.version, body.metadata)
+        if self.backfiller is not None:
+            await self.backfiller.after_commit(row.table_id, row.version, body.data, False, row)
 
     async def _record_columns(self, table_id: str, version: int, metadata: dict[str, Any]) -> None:
         """A ratified commit changed the table's metadata: its name (if it has one) now lists the new schema's

@@ -204,6 +204,16 @@ class Settings:
         "",
         "STS endpoint URL for credential vending; empty = the same as s3_endpoint_url (AWS when both are "
         "empty).")
+    max_transaction_tables: int = setting(
+        64,
+        "Largest number of tables one multi-table transaction (POST /api/v1/transactions) or consistent read "
+        "(POST /api/v1/snapshots) may name (400 above).",
+        parse=int)
+    max_transaction_bytes: int = setting(
+        16 * 1024 * 1024,
+        "Largest total size of the commit bodies of one multi-table transaction (413 above; a single request "
+        "is also bounded by max_body_bytes).",
+        parse=int)
     max_line_bytes: int = setting(
         16 * 1024 * 1024,
         "Largest accepted line (one action) of a commit body.",
@@ -296,6 +306,10 @@ class Settings:
             raise ValueError("staging_expiry_seconds must be >= 0 (0 = never expire)")
         if not 0 <= self.commit_turn_seconds <= 60:
             raise ValueError("commit_turn_seconds must be between 0 (no line) and 60")
+        if self.max_transaction_tables < 1:
+            raise ValueError("max_transaction_tables must be >= 1")
+        if self.max_transaction_bytes < 1024:
+            raise ValueError("max_transaction_bytes must be >= 1024")
         if self.max_line_bytes < 1024:
             raise ValueError("max_line_bytes must be >= 1024")
         if not self.max_clock_skew_seconds > 0:

@@ -8,7 +8,9 @@ Per table, from the ownership store (rows read straight from the database) and t
 4. every workload marker appears at most once in the log (duplicates = 0); an unknown outcome is present
    once or absent; a refused one is absent; nothing is in the log that no writer sent;
 5. after a final backfill, every ``<v>.json`` is byte-identical to its ratified file;
-6. delta-rs reads the table at the latest version with one file per ratified commit.
+6. delta-rs reads the table at the latest version with one file per ratified commit;
+7. every multi-table transaction is in the log whole or not at all (partial_transactions = 0), an
+   acknowledged one whole, each of its commits once; its row in ``transactions`` exists exactly when it is.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from client import CommitOwnerClient
 from client.contract.errors import CommitOwnerError
 from client.contract.layout import delta_file, delta_file_name, parse_staged_file
 
-from .workload import History, WorkloadTable, marker_of
+from .workload import History, Op, WorkloadTable, marker_of
 from .world import Backend, delta_rs_table
 
 
@@ -47,6 +49,9 @@ class CheckResult:
     phantoms: int = 0
     ratified: int = 0
     orphans: int = 0
+    transactions: int = 0  # multi-table transactions sent
+    transactions_acknowledged: int = 0
+    partial_transactions: int = 0
     reader_rounds: int = 0
     reader_gaps_resolved: int = 0
     violations: list[str] = field(default_factory=list)
@@ -221,6 +226,7 @@ def check(backend: Backend, tables: Sequence[WorkloadTable], history: History, *
             except Exception as e:  # noqa: BLE001 - any failure to read is a finding
                 v.append(f"{t.table_id}: delta-rs cannot read the table: {type(e).__name__}: {e}")
 
+    check_transactions(backend, ops, where, r)
     for m, places in where.items():
         if len(places) > 1:
             r.duplicates += len(places) - 1
@@ -237,6 +243,43 @@ def check(backend: Backend, tables: Sequence[WorkloadTable], history: History, *
         elif o.outcome == "ack" and present and where[o.marker][0] != (o.table_id, o.version):
             v.append(f"ack of {o.marker} for v{o.version} found at {where[o.marker]}")
     return r
+
+
+def check_transactions(backend: Backend, ops: Sequence[Op], where: dict[str, list[tuple[str, int]]],
+                       r: CheckResult) -> None:
+    """Each multi-table transaction is in the log whole or not at all, and recorded exactly when it is."""
+    groups: dict[str, list[Op]] = {}
+    for o in ops:
+        if o.tx:
+            groups.setdefault(o.tx, []).append(o)
+    if not groups:
+        return
+    recorded = ratified_transactions(backend.database_url)
+    r.transactions = len(groups)
+    for key, parts in groups.items():
+        present = [o.marker in where for o in parts]
+        if parts[0].outcome == "ack":
+            r.transactions_acknowledged += 1
+        if any(present) and not all(present):
+            r.partial_transactions += 1
+            r.violations.append(f"PARTIAL: transaction {key} ({parts[0].outcome}) has {sum(present)} of its "
+                                f"{len(parts)} commits in the log")
+        if all(present) != (key in recorded):
+            r.violations.append(f"transaction {key}: in the log {all(present)}, recorded {key in recorded}")
+
+
+def ratified_transactions(database_url: str) -> set[str]:
+    """The ids of every ratified multi-table transaction, read straight from the ownership store."""
+    from sqlalchemy import create_engine, text
+
+    from coordinator.store.engine import sync_url
+
+    engine = create_engine(sync_url(database_url))
+    try:
+        with engine.connect() as conn:
+            return {str(x) for x, in conn.execute(text("SELECT id FROM transactions"))}
+    finally:
+        engine.dispose()
 
 
 def recovery_times(ack_times: Sequence[float], heals: Sequence[float]) -> list[float | None]:

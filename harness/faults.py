@@ -76,6 +76,9 @@ def report(title: str, result: CheckResult, faults: FaultLog | None = None) -> s
          "unknown_present": result.unknown_present, "rejected": result.rejected, "lost": result.lost,
          "duplicates": result.duplicates, "ratified": result.ratified, "orphans": result.orphans,
          "reader_rounds": result.reader_rounds, "violations": len(result.violations)}
+    if result.transactions:
+        d.update(transactions=result.transactions, transactions_acknowledged=result.transactions_acknowledged,
+                 partial_transactions=result.partial_transactions)
     if faults is not None:
         d["faults"] = faults.summary()
     line = json.dumps(d)

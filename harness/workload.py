@@ -1,8 +1,11 @@
 """A Jepsen-style workload: W writer threads commit to T owned tables through the real client.
 
 Every operation gets a fresh idempotency key and a unique marker (``operationParameters.workloadOp``
-in its commitInfo, and the path of its one ``add`` action), so the checker can find it in the log.
-Each operation ends in exactly one of:
+in its commitInfo, and the path of its one ``add`` action), so the checker can find it in the log. With
+``transactions`` > 0, that share of the operations are multi-table transactions (POST /api/v1/transactions)
+over ``tx_tables`` distinct tables: one Op per table, each with its own marker, all sharing the transaction's
+key (``Op.tx``) and its outcome; the checker then also counts partial transactions (some of its commits in
+the log, not all). Each operation ends in exactly one of:
 
 * **ack**: the owner answered with the version; the commit must be in the log at that version;
 * **rejected**: a certain refusal (lost the race, backlog full, invalid): it must not be in the log;
@@ -31,6 +34,7 @@ from client.contract.errors import (
     CommitStateUnknownError,
     CommitVersionConflictError,
     TooManyUnbackfilledCommitsError,
+    TransactionConflictError,
     UnavailableError,
 )
 from client.contract.layout import log_dir, parse_delta_file
@@ -95,6 +99,7 @@ class Op:
     outcome: str = ""  # ack | rejected | unknown
     error: str = ""
     attempts: int = 0
+    tx: str = ""  # the multi-table transaction this commit belongs to (its key); "" for a single commit
 
 
 @dataclass
@@ -131,8 +136,11 @@ class History:
 
 class Writer(threading.Thread):
     def __init__(self, n: int, endpoints: Sequence[str], tables: Sequence[WorkloadTable], history: History,
-                 stop: threading.Event, *, timeout: float, deadline: float, seed: int, pause: float = 0.0) -> None:
+                 stop: threading.Event, *, timeout: float, deadline: float, seed: int, pause: float = 0.0,
+                 transactions: float = 0.0, tx_tables: int = 2) -> None:
         super().__init__(name=f"writer-{n}", daemon=True)
+        self.transactions = transactions
+        self.tx_tables = min(tx_tables, len(tables))
         self.endpoints = list(endpoints)
         self.tables = list(tables)
         self.history = history
@@ -170,6 +178,9 @@ class Writer(threading.Thread):
         return None
 
     def one_op(self) -> None:
+        if self.transactions and self.tx_tables > 1 and self.rng.random() < self.transactions:
+            self.one_transaction()
+            return
         table = self.rng.choice(self.tables)
         latest = self._latest(table)
         if latest is None:
@@ -208,6 +219,53 @@ class Writer(threading.Thread):
                 break
         op.ended = time.time()
         self.history.add(op)
+
+
+    def one_transaction(self) -> None:
+        """One multi-table transaction: one commit on each of ``tx_tables`` random tables, all or none."""
+        tables = self.rng.sample(self.tables, self.tx_tables)
+        latest = [self._latest(t) for t in tables]
+        if any(x is None for x in latest):
+            self.stop_event.wait(0.2)
+            return
+        key, started = str(uuid.uuid4()), time.time()
+        ops, proposals = [], []
+        for t, v in zip(tables, latest, strict=True):
+            marker = uuid.uuid4().hex
+            data = commit_body(marker, CLOCK.next())
+            ops.append(Op(t.table_id, max(v or 0, 0) + 1, key, marker, hashlib.sha256(data).hexdigest(), started,
+                          tx=key))
+            proposals.append((t.table_id, max(v or 0, 0) + 1, data))
+        outcome, error, attempts = "", "", 0
+        for shift in range(len(self.clients)):
+            attempts += 1
+            try:
+                got = self._client(shift).commit_transaction(proposals, idempotency_key=key)
+            except (TransactionConflictError, TooManyUnbackfilledCommitsError) as e:
+                outcome, error = "rejected", e.code
+                break
+            except (CommitStateUnknownError, UnavailableError) as e:
+                outcome, error = "unknown", f"{e.code}: {e.message[:200]}"
+                continue
+            except CommitFailedError as e:
+                outcome, error = "rejected", e.code
+                self.history.anomalies.append(f"unexpected refusal of transaction {key}: {e!r}")
+                break
+            except CommitOwnerError as e:
+                outcome, error = "unknown", f"{e.code}: {e.message[:200]}"
+                continue
+            else:
+                for op in ops:
+                    c = got.commits.get(op.table_id)
+                    if c is None or c.version != op.version:
+                        self.history.anomalies.append(f"transaction {key}: ack of {op.table_id} for "
+                                                      f"{c and c.version} when v{op.version} was asked")
+                outcome, error = "ack", ""
+                break
+        ended = time.time()
+        for op in ops:
+            op.outcome, op.error, op.attempts, op.ended = outcome, error, attempts, ended
+            self.history.add(op)
 
 
 Lister = Callable[[str], list[str]]
@@ -283,11 +341,13 @@ class Workload:
 
     def __init__(self, endpoints: Sequence[str], tables: Sequence[WorkloadTable], lister: Lister, *,
                  writers: int = 4, timeout: float = 2.0, deadline: float = 6.0, seed: int = 0,
-                 reader: bool = True, pause: float = 0.0) -> None:
+                 reader: bool = True, pause: float = 0.0, transactions: float = 0.0, tx_tables: int = 2) -> None:
+        """``transactions``: the share of operations that are multi-table transactions of ``tx_tables``."""
         self.history = History()
         self._stop = threading.Event()
         self.writers = [Writer(i, endpoints, tables, self.history, self._stop, timeout=timeout,
-                               deadline=deadline, seed=seed * 1000 + i, pause=pause) for i in range(writers)]
+                               deadline=deadline, seed=seed * 1000 + i, pause=pause, transactions=transactions,
+                               tx_tables=tx_tables) for i in range(writers)]
         self.reader = Reader(endpoints, tables, self.history, self._stop, lister) if reader else None
         self.started = 0.0
         self.stopped = 0.0

@@ -149,7 +149,7 @@ def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     (["--duration", "-1"], "must be positive"),
     (["--database", "mysql"], "mysql"),
     (["--workers", "-1"], "--workers"),
-    (["--only", "10"], "scenario numbers are 0 to 9"),
+    (["--only", "11"], "scenario numbers are 0 to 10"),
     (["--only", "1,two"], "comma-separated list of scenario numbers"),
 ])
 def test_bad_options_are_refused_before_anything_starts(args: list[str], message: str, tmp_path) -> None:

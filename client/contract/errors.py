@@ -142,6 +142,28 @@ class CommitVersionConflictError(CommitFailedError):
         return envelope
 
 
+class TransactionConflictError(CommitFailedError):
+    """A multi-table transaction was refused because at least one of its tables had moved past the version it
+    proposed; NONE of its commits was ratified (409, conflict; retryable when every refusal is).
+
+    ``tables`` lists each table that refused, in table-id order, as
+    ``{"tableId", "version", "code", "message", "retryable", "conflict", "latestTableVersion"}`` plus, for a
+    version conflict, ``unseenCommits`` and ``unseenCommitsComplete`` as a single commit's conflict carries
+    them: rebase those tables and send the whole transaction again.
+    """
+
+    code = "TRANSACTION_CONFLICT"
+    http_status = 409
+    retryable = True
+    conflict = True
+    tables: list[dict[str, Any]] | None = None
+
+    def to_envelope(self) -> dict[str, Any]:
+        envelope = super().to_envelope()
+        envelope["error"]["tables"] = list(self.tables or [])
+        return envelope
+
+
 class TableNotAcceptingCommitsError(CommitFailedError):
     """The table no longer takes commits through this owner (released or fenced) (409, false/false)."""
 
@@ -364,6 +386,7 @@ _BY_CODE: dict[str, type[CommitOwnerError]] = {
         CommitFailedError,
         InvalidCommitError,
         CommitVersionConflictError,
+        TransactionConflictError,
         TableNotAcceptingCommitsError,
         IdempotencyKeyReusedError,
         TooManyUnbackfilledCommitsError,
@@ -414,6 +437,9 @@ def error_from_envelope(status: int, body: Any) -> CommitOwnerError:
         error.unseen_commits_complete = err.get("unseenCommitsComplete") is True and len(error.unseen_commits) == len(unseen)
     if isinstance(error, CommitVersionConflictError):
         error.retry_slot = RetrySlot.from_json(err.get("retrySlot"))
+    tables = err.get("tables")
+    if isinstance(error, TransactionConflictError) and isinstance(tables, list):
+        error.tables = [t for t in tables if isinstance(t, dict)]
     return error
 
 

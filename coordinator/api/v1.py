@@ -3,14 +3,14 @@ permission, openapi.py documents them with the operations of coordinator/openapi
 
 from __future__ import annotations
 
-from . import commits, health, observe, openapi, status, tables
+from . import commits, health, observe, openapi, status, tables, transactions
 from .errors import API
 from .routes import Locate, Permission, Route
 
 V1 = "/api/v1"
 PUBLIC, WATCH = Permission.PUBLIC, Permission.WATCH
 READ, COMMIT, ADMIN = Permission.READ, Permission.COMMIT, Permission.ADMIN
-TABLE_ID, BODY, QUERY = Locate.TABLE_ID, Locate.BODY, Locate.QUERY
+TABLE_ID, BODY, QUERY, HANDLER = Locate.TABLE_ID, Locate.BODY, Locate.QUERY, Locate.HANDLER
 
 # In the order of the OpenAPI document's paths.
 ROUTES = [
@@ -26,4 +26,7 @@ ROUTES = [
     Route("POST", f"{V1}/tables/{{table_id}}/commits", commits.commit, COMMIT, API, "commit", TABLE_ID),
     Route("GET", f"{V1}/tables/{{table_id}}/commits", commits.get_commits, READ, API, "getCommits", TABLE_ID),
     Route("POST", f"{V1}/tables/{{table_id}}/backfill", tables.backfill, ADMIN, API, "backfillToVersion", TABLE_ID),
+    # multi-table: the handler checks the permission on every table named in the body (issue 28)
+    Route("POST", f"{V1}/transactions", transactions.commit_transaction, COMMIT, API, "commitTransaction", HANDLER),
+    Route("POST", f"{V1}/snapshots", transactions.snapshots, READ, API, "getSnapshots", HANDLER),
 ]

@@ -4,7 +4,7 @@ Writers behave like Delta writers: they commit version ``known + 1``; a 409 conf
 writer has not seen (``unseenCommits``), so the writer rebases on the last of them (a blind append conflicts
 with none) without re-reading, after the wait client/backoff.py says, as the client's committer does. A
 conflict that did not carry them all falls back to its ``latestTableVersion``. Closed-loop writers racing on
-one table each send their ticket in the table's line (``Commit-Slot``, decision 47) on a connection of their
+one table each send their ticket in the table's line (``Commit-Slot``, decision 48) on a connection of their
 own, as a client's writer does. A commit's latency is the time from the first attempt to the acknowledgment, as the writer sees it.
 """
 

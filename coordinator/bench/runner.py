@@ -40,7 +40,8 @@ class BenchOptions:
     only_ui: bool = False  # the warm-up, the growth and scenario 9 only (the UI's figures, in a minute)
     default_settings: bool = True  # scenario 3 once more on a service with default settings
     workers: int = 0  # the service's processes (serve --workers); 0 = serve's default, the number of CPUs
-    only: tuple[int, ...] = ()  # the scenarios to run (0-9; 9 runs after 6's growth); empty: all of them
+    tx_sizes: tuple[int, ...] = (2, 8, 32)  # scenario 10 (coordinator/bench/transactions.py); () skips it
+    only: tuple[int, ...] = ()  # the scenarios to run (0-10; 9 runs after 6's growth); empty: all of them
 
     def wants(self, scenario: int) -> bool:
         return not self.only or scenario in self.only
@@ -195,6 +196,19 @@ class Bench:
         for name, sample, extra in catalogs.rows(sides):
             self._record(name, "owner", sample, settings=self.env.settings, **extra)
 
+    async def _transactions(self) -> None:
+        """Scenario 10: multi-table transactions of each size beside the same commits one table at a time."""
+        from . import transactions
+
+        assert self.env is not None
+        tables = self._new_tables(max(self.opts.tx_sizes))
+        latest = {t: self.checks[t] for t in tables}
+        rows = await transactions.run(self.env.endpoint, self.opts.duration, tables, latest, self.opts.tx_sizes)
+        self.checks.update(latest)
+        for name, sample, extra in rows:
+            row = self._record(name, "owner", sample, settings=self.env.settings, **extra)
+            self.say(f"  {'':<34} {'':<9} {row['commits_per_second']:.1f} commits/s over {extra['tables']} tables")
+
     async def _check(self) -> list[str]:
         assert self.env is not None
         bad = []
@@ -256,6 +270,8 @@ class Bench:
                 asyncio.run(self._lag())
             if o.wants(8):
                 asyncio.run(self._catalog_commits())
+            if o.tx_sizes and o.wants(10):
+                asyncio.run(self._transactions())
             if o.open_versions and o.wants(7):
                 self.say(f"  scenario 7: a {o.open_versions}-version table, opened without and with checkpoints ...")
                 for name, reader, sample in checkpoints.run(self.env, o.open_versions, o.open_repeats):

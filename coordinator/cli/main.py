@@ -254,6 +254,35 @@ def tables_show(table: str, as_json: bool, limit: int, config: str | None, **ove
                    f"{'backfilled' if c['backfilled'] else 'UNBACKFILLED'}")
 
 
+@main.group()
+def transactions() -> None:
+    """Inspect multi-table transactions (docs/transactions.md)."""
+
+
+@transactions.command("list")
+@click.option("--table", default=None, help="Only the transactions of this table (id, catalog.schema.table, location).")
+@click.option("--limit", default=20, show_default=True, help="How many of the newest transactions to show.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@settings_options(("database_url",))
+def transactions_list(table: str | None, limit: int, as_json: bool, config: str | None, **overrides: Any) -> None:
+    """The newest multi-table transactions, newest first: id, when, and each table with its version."""
+    from coordinator.cli.human import cell
+    from coordinator.ops.transactions import list_transactions
+
+    rows = list_transactions(load_settings(config, **overrides), table, limit)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    if not rows:
+        click.echo("no transactions")
+    for tx in rows:
+        n = len(tx["commits"])
+        click.echo(f"{tx['transactionId']}  committed {cell(tx['committedTime'])}  {n} table{'s' if n != 1 else ''}")
+        for c in tx["commits"]:
+            click.echo(f"  v{c['version']:<8} {c['tableId']}  {cell(c['name'])}  {cell(c['location'])}")
+
+
 main.add_command(config)  # operations: `config show|docs`
 for _command in TABLE_COMMANDS:  # `tables create|forget|unfence|release`
     tables.add_command(_command)

@@ -27,7 +27,7 @@ class Backlog:
         the sweep's cost follows the commits waiting for publication, not the number of tables. The same tables
         as ``latest_version > latest_backfilled_version`` on ``owned_tables``: a ratification adds the row and
         raises ``latest_version`` in one transaction, a publication marks the rows and raises
-        ``latest_backfilled_version`` in one transaction (decision 48)."""
+        ``latest_backfilled_version`` in one transaction (decision 49)."""
         async with self.db.tx(write=False, single=True) as conn:
             return [str(r[0]) for r in (await conn.execute(behind_statement(limit))).all()]
 

@@ -102,12 +102,22 @@ class Commits:
                                   table.reported_latest)
         if prior is not None:
             return prior
-        for clause, refusal in _REFUSALS.items():
-            if not r._mapping["ok_" + clause]:
-                raise refusal(table, row, max_unbackfilled)
+        refused = refusal_of(r, table, row, max_unbackfilled)
+        if refused is not None:
+            raise refused
         # Nothing refuses the proposal any more: the row changed between the UPDATE and this read (say the
         # backlog was full and the backfiller freed it). Not a conflict, since version v is still free.
         raise _StateMoved()
+
+    async def refusal(self, row: CommitRow, max_unbackfilled: int) -> CommitFailedError | None:
+        """The refusal of the first clause of the rule that fails for ``row`` on its table row as it is now;
+        None when nothing refuses it any more. Raises TableNotFoundError. (A multi-table transaction's
+        classification of each table that refused it, store/transactions.py.)"""
+        async with self.db.tx(write=False, single=True) as conn:
+            r = (await conn.execute(_judgement(), ratify_params(row, max_unbackfilled))).first()
+        if r is None:
+            raise TableNotFoundError(f"no table with id {row.table_id}")
+        return refusal_of(r, table_of(r), row, max_unbackfilled)
 
     async def replay(self, table_id: str, key: str, version: int, sha256: str,
                      latest_table_version: int | None) -> CommitRow | None:
@@ -268,6 +278,14 @@ _REFUSALS: dict[str, Callable[[TableRow, CommitRow, int], CommitFailedError]] = 
     "timestamp": _timestamp_not_increasing,
 }
 assert list(_REFUSALS) == list(acceptance(BOUND)), "every clause of the rule has its refusal, in the rule's order"
+
+
+def refusal_of(judged: Any, table: TableRow, row: CommitRow, cap: int) -> CommitFailedError | None:
+    """The refusal of the first clause that fails in ``judged`` (a row of ``_judgement``), None if none does."""
+    for clause, refusal in _REFUSALS.items():
+        if not judged._mapping["ok_" + clause]:
+            return refusal(table, row, cap)
+    return None
 
 
 @functools.cache

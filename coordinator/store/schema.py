@@ -172,3 +172,16 @@ vended_credentials = Table(
     Column("expires_at", BigInteger, nullable=False),
     Index("ix_vended_credentials_token", "token_id", "expires_at"),
 )
+
+# Multi-table transactions (migration 0006): one row per ratified transaction, written in the same database
+# transaction as its commit rows (whose idempotency key is the transaction's id). It answers the replay of a
+# transaction whose reply was lost, and the ops view of transactions.
+transactions = Table(
+    "transactions",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("request_sha256", String(64), nullable=False),  # of what was asked (rules in store/transactions.py)
+    Column("commits", JSON, nullable=False),  # [[table_id, version], ...] in table-id order
+    Column("committed_at", BigInteger, nullable=False),
+    Index("ix_transactions_committed_at", "committed_at"),
+)

@@ -3,7 +3,8 @@
 * ``tables.Tables``: the owned tables (registration, lookup, fencing, forgetting);
 * ``commits.Commits``: ratification, commit rows and the backfill bookkeeping, with group commit;
 * ``leases.Leases``: the backfill leases;
-* ``backlog.Backlog``: read-only views over every table (what is left to publish, counts).
+* ``backlog.Backlog``: read-only views over every table (what is left to publish, counts);
+* ``transactions.Transactions``: multi-table transactions (one database transaction for N commits).
 
 The rules they write by live in ``rules.py``, each once; the differences between PostgreSQL and SQLite in
 ``dialect.py``, chosen once from the engine; the transactions and the translation of driver errors (never
@@ -23,6 +24,7 @@ from .db import Db
 from .leases import Leases
 from .rows import CommitRow, NameRow, TableRow, now_ms
 from .tables import Tables
+from .transactions import Transactions
 
 
 class OwnershipStore:
@@ -36,6 +38,7 @@ class OwnershipStore:
         self.commits = Commits(self.db, group_max_rows=group_max_rows)
         self.leases = Leases(self.db)
         self.backlog = Backlog(self.db)
+        self.transactions = Transactions(self.db, self.commits)  # multi-table transactions (issue 28)
         self.ratify_group = self.commits.ratify_group
         self.mark_group = self.commits.mark_group
 
