@@ -31,7 +31,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
 from .actions import ENGINE_INFO, DataFile, Mode, add_action, commit_info, next_in_commit_timestamp, remove_action
-from .backoff import conflict_delay
+from .backoff import conflict_wait
 from .contract.errors import (
     CommitStateUnknownError,
     CommitVersionConflictError,
@@ -318,7 +318,7 @@ def write_and_commit(
                 if rebases > MAX_REBASES:
                     raise
                 snap = rebased(snap, e, version, owner, options, schema_json, planned_removes)
-                time.sleep(conflict_delay(rebases))
+                time.sleep(conflict_wait(rebases, e.retry_slot))
                 continue
             except CommitStateUnknownError:
                 committed = True  # it may have landed: keep the files it would reference

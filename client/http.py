@@ -29,6 +29,7 @@ from urllib.parse import urlencode, urlsplit
 from .backoff import full_jitter
 from .contract.errors import (
     CommitStateUnknownError,
+    CommitVersionConflictError,
     PermissionDeniedError,
     TooManyUnbackfilledCommitsError,
     UnavailableError,
@@ -126,6 +127,9 @@ class CommitOwnerClient:
         #: True once the owner answered a request of this client (any status).
         self.reached = False
         self._local = threading.local()
+        # table id -> this client's ticket in the table's line of racing writers (a 409's retrySlot), sent with
+        # every later proposal to that table as Commit-Slot (docs/api.md "Racing writers take turns")
+        self._tickets: dict[str, str] = {}
 
     # -- the Delta commit-owner contract ------------------------------------------------------------
 
@@ -164,11 +168,17 @@ class CommitOwnerClient:
         data = encode_actions(actions)
         path = f"/tables/{table_id}/commits?" + urlencode({"version": int(version)})
         headers = {"Content-Type": "application/x-ndjson", "Idempotency-Key": key}
+        if (ticket := self._tickets.get(table_id)) is not None:
+            headers["Commit-Slot"] = ticket
         started = time.monotonic()
         no_backfill_right = False
         while True:
             try:
                 return Commit.from_json(self._call("POST", path, body=data, headers=headers, unknown_outcome=True))
+            except CommitVersionConflictError as e:
+                if e.retry_slot is not None:
+                    self._tickets[table_id] = e.retry_slot.ticket
+                raise
             except TooManyUnbackfilledCommitsError as e:
                 if not backfill_on_backlog or time.monotonic() - started > self.deadline:
                     raise

@@ -48,6 +48,7 @@ from coordinator.security.tokens import covers
 from .columns import columns_of_metadata, properties_of_metadata
 from .commit_body import ClockRule, CommitBody, parse_commit_body
 from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names, newest_version
+from .line import Line
 from .log_metadata import newest_metadata
 from .settings import Settings
 from .staged import StagedFiles
@@ -86,10 +87,11 @@ class _Turn:
     database. The database stays the judge of every proposal that might win.
     """
 
-    __slots__ = ("lock", "latest", "recent", "queued")
+    __slots__ = ("lock", "latest", "recent", "queued", "line")
 
-    def __init__(self) -> None:
+    def __init__(self, turn_seconds: float = 0.0) -> None:
         self.lock = asyncio.Lock()
+        self.line = Line(turn_seconds)  # the ticketed writers waiting for the table's turn (decision 48)
         self.latest = -1
         self.queued = 0  # proposals waiting for the lock
         # The last commits this process ratified (their JSON), kept once the table saw a conflict: losers are
@@ -255,25 +257,27 @@ class CommitService:
     def _turn(self, table_id: str) -> _Turn:
         t = self._turns.get(table_id)
         if t is None:
-            t = self._turns[table_id] = _Turn()
+            t = self._turns[table_id] = _Turn(self.settings.commit_turn_seconds)
             if len(self._turns) > 100_000:
                 for key in list(self._turns)[:1000]:
-                    if not self._turns[key].lock.locked():
+                    if not self._turns[key].lock.locked() and not self._turns[key].line:
                         del self._turns[key]
         return t
 
     async def commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None, *,
-                     staged: FileInfo | None = None) -> dict[str, Any]:
+                     staged: FileInfo | None = None, ticket: str | None = None) -> dict[str, Any]:
         """Ratify ``data`` as ``version``; returns the commit's JSON. Raises the CommitFailedError family.
 
         ``staged``: the writer already wrote ``data`` as the staged file named by ``idempotency_key``
         (catalog-managed tables); the owner then writes nothing and never removes that file.
+        ``ticket``: the writer's place in the table's line (``coordinator/line.py``): the proposal waits for the
+        table's turn. A version conflict then carries ``retry_slot`` (a loser without a ticket is offered one).
         """
         if self.metrics is None:
-            return await self._commit(table_id, version, data, idempotency_key, staged)
+            return await self._in_line(table_id, version, data, idempotency_key, staged, ticket)
         started, outcome = time.perf_counter(), "INTERNAL"
         try:
-            result = await self._commit(table_id, version, data, idempotency_key, staged)
+            result = await self._in_line(table_id, version, data, idempotency_key, staged, ticket)
             outcome = "ok"
             return result
         except CommitOwnerError as e:
@@ -281,6 +285,31 @@ class CommitService:
             raise
         finally:
             self.metrics.observe_commit(outcome, time.perf_counter() - started)
+
+    async def _in_line(self, table_id: str, version: int, data: bytes, idempotency_key: str | None,
+                       staged: FileInfo | None, ticket: str | None) -> dict[str, Any]:
+        """``_commit`` once the table's line lets the proposal go (decision 48). Without a ticket the proposal
+        does not queue; a lost race then offers the writer a ticket. With one, a lost race says its place."""
+        if version <= 0 or ticket is None:
+            try:
+                return await self._commit(table_id, version, data, idempotency_key, staged)
+            except CommitVersionConflictError as e:
+                e.retry_slot = self._turn(table_id).line.offer()
+                raise
+        if idempotency_key:
+            _key_uid(idempotency_key)  # a bad key is refused before the proposal waits in line
+        line = self._turn(table_id).line
+        entry = await line.enter(ticket)
+        lost_race = False
+        try:
+            return await self._commit(table_id, version, data, idempotency_key, staged)
+        except CommitVersionConflictError as e:
+            lost_race = True
+            e.retry_slot = line.leave(entry, done=False)  # the loser keeps its place (the head its turn)
+            raise
+        finally:
+            if not lost_race:  # won, or refused for another reason: its place ends, the next ticket's turn starts
+                line.leave(entry, done=True)
 
     async def _commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None,
                       staged: FileInfo | None = None) -> dict[str, Any]:

@@ -120,6 +120,11 @@ class Settings:
         "Deadline for opening one database connection (each host of a multi-host PostgreSQL URL in turn; at least "
         "2 s). A connect_timeout in the database URL takes precedence.",
         parse=float)
+    commit_turn_seconds: float = setting(
+        0.5,
+        "Writers racing on one table that send a Commit-Slot ticket are served in the order they lost: the head of "
+        "the line's turn waits this long for its next proposal (then passes on); 0 turns the line off.",
+        parse=float)
     db_pool_size: int = setting(
         10,
         "Database connection pool size.",
@@ -299,6 +304,8 @@ class Settings:
             raise ValueError("get_commits_page_size must be >= 1")
         if self.staging_expiry_seconds < 0:
             raise ValueError("staging_expiry_seconds must be >= 0 (0 = never expire)")
+        if not 0 <= self.commit_turn_seconds <= 60:
+            raise ValueError("commit_turn_seconds must be between 0 (no line) and 60")
         if self.max_transaction_tables < 1:
             raise ValueError("max_transaction_tables must be >= 1")
         if self.max_transaction_bytes < 1024:

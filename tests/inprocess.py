@@ -111,10 +111,13 @@ class InProcess:
     async def register(self, location: str, current_version: int = -1) -> tuple[int, Any]:
         return await self.post_json(f"{API}/tables", {"location": location, "currentVersion": current_version})
 
-    async def commit(self, table_id: str, version: int, body: bytes, key: str | None = None) -> tuple[int, Any]:
+    async def commit(self, table_id: str, version: int, body: bytes, key: str | None = None,
+                     slot: str | None = None) -> tuple[int, Any]:
         headers = {"Content-Type": "application/x-ndjson"}
         if key:
             headers["Idempotency-Key"] = key
+        if slot:
+            headers["Commit-Slot"] = slot
         return await self.call("POST", f"{API}/tables/{table_id}/commits?version={version}", body, headers)
 
     async def commit_ok(self, table_id: str, version: int, acts: list[dict[str, Any]] | None = None) -> dict[str, Any]:

@@ -149,6 +149,8 @@ def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     (["--duration", "-1"], "must be positive"),
     (["--database", "mysql"], "mysql"),
     (["--workers", "-1"], "--workers"),
+    (["--only", "11"], "scenario numbers are 0 to 10"),
+    (["--only", "1,two"], "comma-separated list of scenario numbers"),
 ])
 def test_bad_options_are_refused_before_anything_starts(args: list[str], message: str, tmp_path) -> None:
     out = tmp_path / "r.json"
@@ -204,7 +206,7 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
         assert report["openRatios"][reader]["checkpoints"] > 0
     assert any(t["target"] == "delta-rs open v30 / v10, checkpoints" for t in report["targets"])
     assert _row(report, "0b. parallel floor, 8 tables", "floor")["ops"] > 0
-    assert len(report["targets"]) == 8 + 2 + 1 and all(isinstance(t["met"], bool) for t in report["targets"])
+    assert len(report["targets"]) == 11 + 2 + 1 and all(isinstance(t["met"], bool) for t in report["targets"])
     ui_pages = [r for r in report["results"] if r["scenario"].startswith("9. UI ")]  # scenario 9, at the grown size
     assert len(ui_pages) == 7 and all(r["ops"] == 3 and r["p50_ms"] > 0 for r in ui_pages), ui_pages
     assert any(t["target"] == "UI page p95 after growth (ms)" and t["measured"] > 0 for t in report["targets"])
@@ -238,3 +240,20 @@ def test_smoke_on_postgres_counts_the_work_per_commit(tmp_path, pg_admin_url: st
     assert work["db_round_trips"] == pytest.approx(work["db_statements"] + 2 * work["db_transactions"], abs=0.01)
     assert report["growth"]["tables_total"] >= 200
     _assert_scenario_8(report)
+
+
+def test_only_runs_the_scenarios_asked_for_and_their_targets(tmp_path) -> None:
+    """Scenario 2 measured alone beside scenario 1 (what its targets divide by): the racing writers' rate
+    ratio, fairness and p99, and nothing else."""
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "coordinator", "bench", "--smoke", "--database", "sqlite", "--only",
+                           "1,2", "--no-deltars", "--json", str(out)], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert {r["scenario"] for r in report["results"]} == {"1. one table, 1 writer", "2. one table, 4 writers",
+                                                          "2. one table, 16 writers"}
+    assert report["growth"] is None and report["consistency"]["violations"] == []
+    assert [t["target"] for t in report["targets"]] == ["16 writers rate / 1 writer rate",
+                                                        "16 writers Jain's fairness index", "16 writers p99 (ms)"]
+    sixteen = _row(report, "2. one table, 16 writers")
+    assert sixteen["fairness"]["writers"] == 16 and sixteen["ops"] > 0

@@ -4,7 +4,8 @@ Every error the owner can answer carries the JSON envelope
 ``{"error": {"code", "message", "retryable", "conflict", "latestTableVersion"}}``; the client maps
 ``code`` back to the class of the same meaning here. A version conflict of the owner's own API also carries
 the commits the loser has not seen (``unseenCommits``, ``unseenCommitsComplete``; see
-:class:`CommitVersionConflictError`). Classes are grouped by what a caller should do:
+:class:`CommitVersionConflictError`) and its place in the table's line (``retrySlot``,
+:class:`RetrySlot`). Classes are grouped by what a caller should do:
 
 * ``retryable and conflict``: you lost the race for this version; rebase and retry at the next one.
 * ``retryable and not conflict``: transient; retry the same request (the client does, with the same
@@ -14,6 +15,7 @@ the commits the loser has not seen (``unseenCommits``, ``unseenCommitsComplete``
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -86,6 +88,31 @@ class InvalidCommitError(CommitFailedError):
     http_status = 400
 
 
+@dataclass(frozen=True)
+class RetrySlot:
+    """The place a 409 of ``/api/v1`` gives a loser in the table's line (``retrySlot``): send ``ticket`` as the
+    ``Commit-Slot`` header with every further proposal to the table. ``position`` 1: the table's next turn is
+    yours, retry at once (no backoff), it waits ``turn_ms`` for you; above 1: that many writers minus one go
+    first, your proposal is held by the owner until your turn."""
+
+    ticket: str
+    position: int
+    turn_ms: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ticket": self.ticket, "position": self.position, "turnMs": self.turn_ms}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> RetrySlot | None:
+        """The slot an answer carried, or None when it carried none (or none this client can read)."""
+        if not isinstance(raw, dict):
+            return None
+        ticket, position, turn_ms = raw.get("ticket"), raw.get("position"), raw.get("turnMs")
+        if not isinstance(ticket, str) or not ticket or type(position) is not int or type(turn_ms) is not int:
+            return None
+        return cls(ticket, position, turn_ms)
+
+
 class CommitVersionConflictError(CommitFailedError):
     """Another commit already holds this version; rebase onto ``latest_table_version`` (409, true/true).
 
@@ -102,12 +129,16 @@ class CommitVersionConflictError(CommitFailedError):
     conflict = True
     unseen_commits: list[dict[str, Any]] | None = None
     unseen_commits_complete: bool | None = None
+    #: The loser's place in the table's line (``retrySlot``), None when the answer carried none.
+    retry_slot: RetrySlot | None = None
 
     def to_envelope(self) -> dict[str, Any]:
         envelope = super().to_envelope()
         if self.unseen_commits is not None:
             envelope["error"]["unseenCommits"] = self.unseen_commits
             envelope["error"]["unseenCommitsComplete"] = bool(self.unseen_commits_complete)
+        if self.retry_slot is not None:
+            envelope["error"]["retrySlot"] = self.retry_slot.to_json()
         return envelope
 
 
@@ -404,10 +435,12 @@ def error_from_envelope(status: int, body: Any) -> CommitOwnerError:
     if isinstance(error, CommitVersionConflictError) and isinstance(unseen, list):
         error.unseen_commits = [c for c in unseen if isinstance(c, dict)]
         error.unseen_commits_complete = err.get("unseenCommitsComplete") is True and len(error.unseen_commits) == len(unseen)
+    if isinstance(error, CommitVersionConflictError):
+        error.retry_slot = RetrySlot.from_json(err.get("retrySlot"))
     tables = err.get("tables")
     if isinstance(error, TransactionConflictError) and isinstance(tables, list):
         error.tables = [t for t in tables if isinstance(t, dict)]
     return error
 
 
-__all__ = [name for name in dir() if name.endswith("Error")] + ["error_from_envelope"]
+__all__ = [name for name in dir() if name.endswith("Error")] + ["RetrySlot", "error_from_envelope"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from client.contract.errors import CommitVersionConflictError, InvalidArgumentError
+from coordinator.line import parse_ticket
 
 from .errors import json_response, only_params, query_int
 from .keys import SERVICE, TABLE_ID, VERSION
@@ -23,13 +24,14 @@ async def commit(request: web.Request) -> web.Response:
     if request.content_type not in NDJSON:
         raise InvalidArgumentError(f"Content-Type {request.content_type} is not accepted for a commit body: send "
                                    f"{NDJSON[0]} (also accepted: {', '.join(NDJSON[1:])})")
+    ticket = parse_ticket(request.headers.get("Commit-Slot"))  # the writer's place in the table's line
     data = await request.read()
     key = request.headers.get("Idempotency-Key")
     request[TABLE_ID] = table_id
     request[VERSION] = version
     service = request.app[SERVICE]
     try:
-        result = await service.commit(table_id, version, data, key)
+        result = await service.commit(table_id, version, data, key, ticket=ticket)
     except CommitVersionConflictError as e:
         # The loser gets what it has not seen (this API's envelope; the Unity Catalog facade answers UC's own).
         await service.add_unseen_commits(e, table_id, version)

@@ -43,31 +43,37 @@ SELECT printf('%08d-%s-4000-8000-%012d', i, :tag, i), j,
 """
 
 
-def grow(env: BenchEnv, tables: int, rows: int, batch: int = 1000) -> dict[str, Any]:
+def grow(env: BenchEnv, tables: int, rows: int) -> dict[str, Any]:
     """Insert ``tables`` tables with ``rows`` backfilled commits each; returns counts and seconds."""
-    tag = "a%03x" % (int(time.time() * 1000) % 4096)
-    prefix = env.location("growth-")
     t0 = time.perf_counter()
-    sqlite = env.database == "sqlite"
-    add_tables, add_commits = (_SQLITE_TABLES, _SQLITE_COMMITS) if sqlite else (_PG_TABLES, _PG_COMMITS)
-    # Afterwards: fresh planner statistics, and the bulk load flushed now, since a checkpoint spread over
-    # the next minutes would compete with the probe for the 2 cores and the disk (the target is about
-    # large tables, not about a bulk load).
-    settle = (["ANALYZE", "PRAGMA wal_checkpoint(TRUNCATE)"] if sqlite
-              else ["VACUUM ANALYZE owned_tables", "VACUUM ANALYZE commits", "CHECKPOINT"])
     db = env.sync_db()  # autocommit: the transaction below is explicit on both databases
     try:
-        db.execute("BEGIN IMMEDIATE" if sqlite else "BEGIN")
-        db.execute(add_tables, {"n": tables, "tag": tag, "prefix": prefix, "rows": rows})
-        for lo in range(1, tables + 1, batch):
-            db.execute(add_commits, {"lo": lo, "hi": min(tables, lo + batch - 1), "tag": tag, "rows": rows})
-        db.execute("COMMIT")
-        for statement in settle:
-            db.execute(statement)
-        n_tables = db.execute("SELECT count(*) FROM owned_tables").fetchone()[0]
-        n_commits = db.execute("SELECT count(*) FROM commits").fetchone()[0]
+        n_tables, n_commits = add_grown_tables(db, env.database == "sqlite", env.location("growth-"), tables, rows)
     finally:
         db.close()
     time.sleep(2.0)  # let the machine settle (autovacuum workers wake up after big inserts)
-    return {"tables_added": tables, "rows_added": tables * rows, "tables_total": int(n_tables),
-            "commit_rows_total": int(n_commits), "seconds": round(time.perf_counter() - t0, 1)}
+    return {"tables_added": tables, "rows_added": tables * rows, "tables_total": n_tables,
+            "commit_rows_total": n_commits, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def add_grown_tables(db: Any, sqlite: bool, prefix: str, tables: int, rows: int,
+                     batch: int = 10_000) -> tuple[int, int]:
+    """Insert the grown tables through ``db`` (a DB-API connection in autocommit: sqlite3 or psycopg), in one
+    transaction, each statement generating its rows in the database; returns the tables and commit rows now
+    in it. Then fresh planner statistics, and the bulk load flushed now, since a checkpoint spread over the
+    next minutes would compete with the probe for the 2 cores and the disk (the target is about large tables,
+    not about a bulk load)."""
+    tag = "a%03x" % (int(time.time() * 1000) % 4096)
+    add_tables, add_commits = (_SQLITE_TABLES, _SQLITE_COMMITS) if sqlite else (_PG_TABLES, _PG_COMMITS)
+    settle = (["ANALYZE", "PRAGMA wal_checkpoint(TRUNCATE)"] if sqlite
+              else ["VACUUM ANALYZE owned_tables", "VACUUM ANALYZE commits", "CHECKPOINT"])
+    db.execute("BEGIN IMMEDIATE" if sqlite else "BEGIN")
+    db.execute(add_tables, {"n": tables, "tag": tag, "prefix": prefix, "rows": rows})
+    for lo in range(1, tables + 1, batch):
+        db.execute(add_commits, {"lo": lo, "hi": min(tables, lo + batch - 1), "tag": tag, "rows": rows})
+    db.execute("COMMIT")
+    for statement in settle:
+        db.execute(statement)
+    n_tables = db.execute("SELECT count(*) FROM owned_tables").fetchone()[0]
+    n_commits = db.execute("SELECT count(*) FROM commits").fetchone()[0]
+    return int(n_tables), int(n_commits)

@@ -37,9 +37,10 @@ class RawHttp:
         self._all: set[_Conn] = set()
 
     async def request(self, method: str, target: str, body: bytes = b"",
-                      content_type: bytes = b"application/json") -> tuple[int, bytes]:
-        """Send one request (``target``: path and query) and return (status, body). Raises HttpError."""
-        head = [method.encode(), b" ", target.encode(), b" HTTP/1.1\r\n", self._host_header]
+                      content_type: bytes = b"application/json", headers: bytes = b"") -> tuple[int, bytes]:
+        """Send one request (``target``: path and query; ``headers``: more header lines, each ending in CRLF) and
+        return (status, body). Raises HttpError."""
+        head = [method.encode(), b" ", target.encode(), b" HTTP/1.1\r\n", self._host_header, headers]
         if body or method == "POST":
             head += [b"Content-Type: ", content_type, b"\r\nContent-Length: ", str(len(body)).encode(), b"\r\n"]
         head.append(b"\r\n")

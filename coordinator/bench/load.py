@@ -2,9 +2,10 @@
 
 Writers behave like Delta writers: they commit version ``known + 1``; a 409 conflict carries the commits the
 writer has not seen (``unseenCommits``), so the writer rebases on the last of them (a blind append conflicts
-with none) without re-reading, after a jittered wait (client/backoff.py), as the client's committer does.
-A conflict that did not carry them all falls back to its ``latestTableVersion``. A commit's latency is the
-time from the first attempt to the acknowledgment, as the writer sees it.
+with none) without re-reading, after the wait client/backoff.py says, as the client's committer does. A
+conflict that did not carry them all falls back to its ``latestTableVersion``. Closed-loop writers racing on
+one table each send their ticket in the table's line (``Commit-Slot``, decision 48) on a connection of their
+own, as a client's writer does. A commit's latency is the time from the first attempt to the acknowledgment, as the writer sees it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ from typing import Any
 
 import orjson
 
-from client.backoff import conflict_delay
+from client.backoff import conflict_wait
+from client.contract.errors import RetrySlot
 from client.contract.layout import delta_file, local_path
 
 from .http import HttpError, RawHttp
@@ -69,6 +71,19 @@ def rebased(version: int, err: dict[str, Any], known: int) -> int:
     return latest if isinstance(latest, int) else known
 
 
+class Writer:
+    """One closed-loop writer's own connection and its ticket in the table's line (its own token until a 409
+    hands it another)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.http = RawHttp(endpoint)
+        self.header = b""
+        self.take(RetrySlot(uuid.uuid4().hex, 0, 0))
+
+    def take(self, slot: RetrySlot) -> None:
+        self.header = b"Commit-Slot: " + slot.ticket.encode() + b"\r\n"
+
+
 class Driver:
     """Keep-alive HTTP connections to the owner (:class:`RawHttp`: the load generator's CPU is taken from the
     machine the service runs on, so it is kept small)."""
@@ -87,29 +102,35 @@ class Driver:
         assert self.http is not None
         await self.http.close()
 
-    async def _call(self, method: str, target: str, body: bytes = b"", content_type: bytes = b"") -> tuple[int, bytes]:
-        assert self.http is not None
+    async def _call(self, method: str, target: str, body: bytes = b"", content_type: bytes = b"",
+                    headers: bytes = b"", http: RawHttp | None = None) -> tuple[int, bytes]:
+        http = http or self.http
+        assert http is not None
         self.requests += 1
         try:
             if _timeout is None:  # Python 3.10
-                return await asyncio.wait_for(self.http.request(method, target, body, content_type), 120)
+                return await asyncio.wait_for(http.request(method, target, body, content_type, headers), 120)
             async with _timeout(120):  # a timer handle, not a task per request as wait_for makes
-                return await self.http.request(method, target, body, content_type)
+                return await http.request(method, target, body, content_type, headers)
         except HttpError as e:
             raise BenchError(str(e)) from e
 
-    async def commit_once(self, table_id: str, version: int, n: int) -> tuple[int, dict[str, Any]]:
+    async def commit_once(self, table_id: str, version: int, n: int, writer: Writer | None = None,
+                          ) -> tuple[int, dict[str, Any]]:
         body = commit_body(self.clock.next(), n)
-        status, raw = await self._call("POST", f"/api/v1/tables/{table_id}/commits?version={version}", body, NDJSON)
+        status, raw = await self._call("POST", f"/api/v1/tables/{table_id}/commits?version={version}", body, NDJSON,
+                                       writer.header if writer else b"", writer.http if writer else None)
         return status, orjson.loads(raw)
 
-    async def commit(self, table_id: str, known: int, sample: Sample, give_up_at: float) -> int:
-        """Commit one version after ``known``, rebasing on conflicts; returns the version ratified."""
+    async def commit(self, table_id: str, known: int, sample: Sample, give_up_at: float,
+                     writer: Writer | None = None) -> int:
+        """Commit one version after ``known``, rebasing on conflicts; returns the version ratified. ``writer``:
+        the writer's own connection and ticket (else the shared connections, no ticket)."""
         t0 = time.perf_counter()
         n = losses = 0
         while True:
             v = known + 1
-            status, reply = await self.commit_once(table_id, v, n)
+            status, reply = await self.commit_once(table_id, v, n, writer)
             n += 1
             if status == 200:
                 sample.latencies.append(time.perf_counter() - t0)
@@ -119,7 +140,10 @@ class Driver:
                 sample.conflicts += 1
                 known = rebased(v, err, known)
                 losses += 1
-                await asyncio.sleep(conflict_delay(losses))
+                slot = RetrySlot.from_json(err.get("retrySlot")) if writer else None
+                if slot is not None and writer is not None:
+                    writer.take(slot)
+                await asyncio.sleep(conflict_wait(losses, slot))
             elif err.get("retryable"):
                 sample.retries += 1
                 await asyncio.sleep(0.002)
@@ -171,12 +195,18 @@ async def run_writers(driver: Driver, tables: list[str], writers_per_table: int,
 
     async def one(table: str, writer: int) -> None:
         known = start_versions[table]
-        while time.perf_counter() < stop_at:
-            before = sample.count
-            known = await driver.commit(table, known, sample, stop_at + 30.0)
-            if sample.count > before:
-                acked[table] += 1
-                sample.per_writer[writer] += 1
+        # Writers racing on a table each keep a connection and a ticket; a table's only writer races nobody.
+        own = Writer(driver.endpoint) if writers_per_table > 1 else None
+        try:
+            while time.perf_counter() < stop_at:
+                before = sample.count
+                known = await driver.commit(table, known, sample, stop_at + 30.0, own)
+                if sample.count > before:
+                    acked[table] += 1
+                    sample.per_writer[writer] += 1
+        finally:
+            if own is not None:
+                await own.http.close()
 
     writers = [t for t in tables for _ in range(writers_per_table)]
     sample.per_writer = [0] * len(writers)

@@ -56,10 +56,11 @@ def markdown(report: dict[str, Any]) -> str:
                          f"{_cell(c['service_cores'])} | {_cell(c['load_generator_cores'])} | "
                          f"{_cell(c['load_generator_cores_per_1k_rps'])} |")
     g = report["growth"]
-    lines += ["", f"Growth (scenario 6): {g['tables_added']} tables and {g['rows_added']} commit rows added in "
-                  f"{g['seconds']} s; the database then held {g['tables_total']} tables and {g['commit_rows_total']} "
-                  "commit rows.", "",
-              "| target | measured | rule | met |", "|---|---:|---|---|"]
+    if g:
+        lines += ["", f"Growth (scenario 6): {g['tables_added']} tables and {g['rows_added']} commit rows added in "
+                      f"{g['seconds']} s; the database then held {g['tables_total']} tables and "
+                      f"{g['commit_rows_total']} commit rows."]
+    lines += ["", "| target | measured | rule | met |", "|---|---:|---|---|"]
     for t in report["targets"]:
         lines.append(f"| {t['target']} | {_cell(t['measured'])} | {t['rule']} | {'met' if t['met'] else 'NOT met'} |")
     lines += _open_ratios(report)

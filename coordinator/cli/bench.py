@@ -30,6 +30,9 @@ import click
 @click.option("--backfill-batch-size", type=int, default=1, show_default=True, help="The service's backfill trigger.")
 @click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes of the bench's service (serve --workers); 0 = serve's default, the number of CPUs.")
+@click.option("--only", default=None,
+              help="Run only these scenarios, comma-separated numbers 0-10 (e.g. 1,2: one writer, then "
+                   "racing writers; 9 needs 6); the targets of the others are left out.")
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--no-default-settings", is_flag=True,
               help="Skip scenario 3's second run on a service with default settings (restarts the service).")
@@ -41,7 +44,8 @@ import click
 @click.option("--markdown", "md_path", default=None, help="Write the markdown table here.")
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
-          open_versions: int | None, tx_sizes: str | None, backfill_batch_size: int, workers: int, no_deltars: bool,
+          open_versions: int | None, tx_sizes: str | None, backfill_batch_size: int, workers: int,
+          only: str | None, no_deltars: bool,
           no_default_settings: bool, only_ui: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
     """Measure the owner beside the physical floor and delta-rs; print a table, write JSON/PNG/markdown.
@@ -72,6 +76,14 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
                                      param_hint="--contention") from None
         if not kw["contention"] or min(kw["contention"]) < 1:
             raise click.BadParameter("writer counts must be >= 1", param_hint="--contention")
+    if only:
+        try:
+            kw["only"] = tuple(int(x) for x in only.split(",") if x.strip())
+        except ValueError:
+            raise click.BadParameter(f"a comma-separated list of scenario numbers, not {only!r}",
+                                     param_hint="--only") from None
+        if not kw["only"] or not all(0 <= n <= 10 for n in kw["only"]):
+            raise click.BadParameter("scenario numbers are 0 to 10", param_hint="--only")
     if tx_sizes is not None:
         try:
             kw["tx_sizes"] = tuple(int(x) for x in tx_sizes.split(",") if x.strip() and int(x) != 0)

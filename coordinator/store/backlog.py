@@ -3,10 +3,17 @@ the status page)."""
 
 from __future__ import annotations
 
-from sqlalchemy import func, select
+from sqlalchemy import Select, func, select
 
 from .db import Db
 from .schema import commits, owned_tables
+
+
+def behind_statement(limit: int) -> Select[tuple[str]]:
+    """The backfiller's sweep: tables with commit rows not yet backfilled, the oldest such commit first."""
+    c = commits.c
+    return (select(c.table_id).where(c.backfilled_at.is_(None)).group_by(c.table_id)
+            .order_by(func.min(c.ratified_at)).limit(limit))
 
 
 class Backlog:
@@ -14,11 +21,15 @@ class Backlog:
         self.db = db
 
     async def tables_behind(self, limit: int = 1000) -> list[str]:
-        """Ids of accepting-or-not tables with unbackfilled commits."""
-        t = owned_tables.c
-        stmt = select(t.table_id).where(t.latest_version > t.latest_backfilled_version).order_by(t.updated_at).limit(limit)
+        """Ids of accepting-or-not tables with unbackfilled commits, the one waiting longest first.
+
+        Read from the commit rows not yet backfilled, through their partial index (``ix_commits_unbackfilled``):
+        the sweep's cost follows the commits waiting for publication, not the number of tables. The same tables
+        as ``latest_version > latest_backfilled_version`` on ``owned_tables``: a ratification adds the row and
+        raises ``latest_version`` in one transaction, a publication marks the rows and raises
+        ``latest_backfilled_version`` in one transaction (decision 49)."""
         async with self.db.tx(write=False, single=True) as conn:
-            return [r[0] for r in (await conn.execute(stmt)).all()]
+            return [str(r[0]) for r in (await conn.execute(behind_statement(limit))).all()]
 
     async def oldest_unbackfilled(self) -> dict[str, int]:
         """table id -> ratification time (ms) of its oldest unbackfilled commit, for tables that have one."""
