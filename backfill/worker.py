@@ -102,7 +102,10 @@ class Backfiller:
         if self._flush is not None:
             self._flush.cancel()
             self._flush = None
-        await self.mark_pending()
+        try:
+            await self.mark_pending()
+        except CommitOwnerError as e:  # the next holder publishes those versions again and finds them there
+            log.warning("recording published versions at stop failed: %s", e.message)
         for table_id in list(self._held):
             await self._release(table_id)
 
@@ -237,18 +240,17 @@ class Backfiller:
                 self._flush = asyncio.get_running_loop().call_later(1.0, self._start_flush)
 
     async def mark_pending(self, table_ids: list[str] | None = None) -> None:
-        """Record the deferred marks (of ``table_ids``, or all) in one round trip. On failure they are kept
-        for the next flush, and the error raised."""
-        pending = {t: self._unmarked.pop(t) for t in (table_ids if table_ids is not None else list(self._unmarked))
+        """Record the deferred marks (of ``table_ids``, or all) in one round trip. They stay pending until the
+        database has them, so a run that reads the table meanwhile still starts from what was published; on
+        failure they are kept for the next flush, and the error raised."""
+        pending = {t: self._unmarked[t] for t in (table_ids if table_ids is not None else list(self._unmarked))
                    if t in self._unmarked}
         if not pending:
             return
-        try:
-            await self.store.mark_backfilled_many(pending)
-        except BaseException:
-            for t, v in pending.items():
-                self._unmarked[t] = max(v, self._unmarked.get(t, -1))
-            raise
+        await self.store.mark_backfilled_many(pending)
+        for t, v in pending.items():
+            if self._unmarked.get(t) == v:  # (a later publication's mark stays pending)
+                del self._unmarked[t]
 
     # -- the work -----------------------------------------------------------------------------------
 

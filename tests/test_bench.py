@@ -182,7 +182,9 @@ def _assert_scenario_8(report: dict) -> None:
         # /api/v1: the staged file and the publication, and now and then a third: with two workers, a backfill
         # run that meets the other worker's commit while its file is being written writes it from the row
         # (decision 43); one of the two finds it there.
-        assert row["work"]["storage_put_if_absent"] <= (2.5 if api == "api/v1" else 1.0), row["work"]
+        # Writer-staged: now and then a publication is tried twice across a lease handover between the two
+        # workers and finds its file there (the same bytes).
+        assert row["work"]["storage_put_if_absent"] <= (2.5 if api == "api/v1" else 1.1), row["work"]
 
 
 def _row(report: dict, prefix: str, system: str = "owner") -> dict:

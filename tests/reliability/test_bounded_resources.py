@@ -125,7 +125,9 @@ def test_a_stuck_table_does_not_stall_commits_to_other_tables(request: pytest.Fi
             assert isinstance(err, (UnavailableError, CommitStateUnknownError)), repr(err)
         assert ended - started < 15
         assert "TimeoutError" in outcomes[slow_id].message  # type: ignore[union-attr]
-        assert "QueryCanceled" in outcomes[locked_id].message  # type: ignore[union-attr]
+        # The server's statement timeout and the owner's own deadline (decision 46) are both 2 s: either ends it.
+        assert any(why in outcomes[locked_id].message  # type: ignore[union-attr]
+                   for why in ("QueryCanceled", "no answer within 2s")), outcomes[locked_id]
         # ... while the other tables kept committing.
         assert acks_meanwhile >= 5, acks_meanwhile
         # The stuck table's file write hung while the database ratified version 1 (decision 43: the two run at
