@@ -24,8 +24,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -378,3 +379,64 @@ class PatroniCluster:
     def log_tail(self, n: Node, chars: int = 3000) -> str:
         p = n.root / "patroni.log"
         return p.read_text(errors="replace")[-chars:] if p.exists() else ""
+
+    # -- a failover, end to end ------------------------------------------------------------------------------
+
+    def fail_leader(self, fault: str, *, timeout: float = 90.0) -> Failover:
+        """Inject ``fault`` (one of FAULTS) on the leader, wait until Patroni promotes another node, then end the
+        fault (the killed node's Patroni started again, the frozen one thawed). Returns the timings."""
+        if fault not in FAULTS:
+            raise ValueError(f"unknown fault {fault!r}: one of {', '.join(FAULTS)}")
+        old = self.wait_leader(timeout=timeout)
+        injected = time.time()
+        if fault == "postmaster-killed":
+            self.kill_postmaster(old)
+        elif fault == "node-killed":
+            self.kill_node(old)
+        else:
+            self.freeze(old)
+        try:
+            new = self.wait_leader(other_than=old, timeout=timeout)
+            promoted = time.time()
+        finally:
+            if fault == "node-killed":
+                self.start_node(old)
+            elif fault == "node-frozen":
+                self.thaw(old)
+        return Failover(fault, old.name, new.name, injected, promoted, time.time())
+
+
+FAULTS = ("postmaster-killed", "node-killed", "node-frozen")
+
+
+@dataclass
+class Failover:
+    """One fault of the leader, in wall-clock seconds (``time.time()``, as the workload's ack times)."""
+
+    fault: str
+    old_leader: str
+    new_leader: str
+    injected: float
+    promoted: float  # when the new leader first answered Patroni's GET /primary with 200
+    healed: float  # when the fault ended (node restarted or thawed)
+
+    @property
+    def promote_seconds(self) -> float:
+        return self.promoted - self.injected
+
+    def writers_saw(self, ack_times: Sequence[float]) -> dict[str, Any]:
+        """The outage as writers see it: the longest stretch without an acknowledged commit, from the last
+        acknowledgement before the fault to the first one after the promotion (None when none came)."""
+        acks = sorted(ack_times)
+        before = [a for a in acks if a < self.injected]
+        after = [a for a in acks if a >= self.promoted]
+        out: dict[str, Any] = {"fault": self.fault, "leader": f"{self.old_leader} -> {self.new_leader}",
+                               "promote_seconds": round(self.promote_seconds, 3),
+                               "outage_seconds": None, "writes_back_after_promotion_seconds": None}
+        if not after:
+            return out
+        start = before[-1] if before else self.injected
+        window = [start, *(a for a in acks if start < a < after[0]), after[0]]
+        out["outage_seconds"] = round(max(b - a for a, b in pairwise(window)), 3)
+        out["writes_back_after_promotion_seconds"] = round(after[0] - self.promoted, 3)
+        return out
