@@ -38,6 +38,10 @@ PATRONI_VENV = Path(os.environ.get("COMMIT_OWNER_TEST_PATRONI_VENV", str(ROOT / 
 ETCD = Path(os.environ.get("COMMIT_OWNER_TEST_ETCD", "/usr/bin/etcd"))
 
 TTL, LOOP_WAIT, RETRY_TIMEOUT = 20, 1, 5
+# How long a writer's client keeps retrying one commit (its deadline) on this cluster: longer than a failover
+# takes (the leader key expires after ttl, a replica takes it within loop_wait) plus the owner's own deadlines
+# and a margin, so a commit under way at the fault ends acknowledged on the new leader, not "unknown".
+WRITER_DEADLINE = TTL + LOOP_WAIT + 40.0
 SCOPE = "commit-owner-test"
 
 
