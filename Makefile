@@ -83,22 +83,20 @@ HA_PYTHON ?= /usr/bin/python3
 HA_PINS := 'patroni[etcd3,psycopg3]==4.1.5'
 
 .stamp-ha:
-	@SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	if command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ]; then echo "etcd: present"; else \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq \
-	    --no-install-recommends etcd-server >/dev/null \
-	  || echo "!!! could not apt-get install etcd-server: tests/reliability/test_patroni.py will SKIP !!!"; fi; \
-	if ! $(HA_PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
-	  $$SUDO apt-get install -y -qq --no-install-recommends python3-venv >/dev/null \
-	  || echo "!!! could not apt-get install python3-venv for $(HA_PYTHON) !!!"; fi
-	@rm -rf $(HA_VENV); mkdir -p $(HA_VENV)
-	@if $(HA_PYTHON) -m venv $(HA_VENV) > $(HA_VENV)/install.log 2>&1 \
+	@rm -rf $(HA_VENV); mkdir -p $(HA_VENV); : > $(HA_VENV)/install.log; \
+	SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
+	need=""; [ -x /usr/bin/etcd ] || need="etcd-server"; \
+	$(HA_PYTHON) -c 'import venv, ensurepip' 2>/dev/null || need="$$need python3-venv"; \
+	if [ -n "$$need" ]; then echo "apt-get install$$need"; \
+	  { $$APT update -qq && $$APT install -y -qq --no-install-recommends $$need; } >> $(HA_VENV)/install.log 2>&1; fi; \
+	if [ -x /usr/bin/etcd ] && $(HA_PYTHON) -m venv $(HA_VENV) >> $(HA_VENV)/install.log 2>&1 \
 	    && $(HA_VENV)/bin/pip install --quiet $(HA_PINS) >> $(HA_VENV)/install.log 2>&1; then \
-	  chmod -R a+rX $(HA_VENV); echo "$(HA_VENV): patroni $$($(HA_VENV)/bin/patroni --version | cut -d' ' -f2)"; \
+	  chmod -R a+rX $(HA_VENV); \
+	  echo "$(HA_VENV): patroni $$($(HA_VENV)/bin/patroni --version | cut -d' ' -f2); $$(/usr/bin/etcd --version | head -1)"; \
 	  touch $@; \
 	else \
 	  tail -n 20 $(HA_VENV)/install.log > $(HA_VENV)/INSTALL_FAILED; \
-	  echo "!!! could not install $(HA_PINS) into $(HA_VENV); tests/reliability/test_patroni.py will SKIP (retried next make):"; \
+	  echo "!!! could not install etcd-server (apt) and $(HA_PINS) into $(HA_VENV); tests/reliability/test_patroni.py will SKIP (retried next make):"; \
 	  cat $(HA_VENV)/INSTALL_FAILED; \
 	fi
 

@@ -52,7 +52,7 @@ def missing_tools() -> str | None:
         return why
     failed = PATRONI_VENV / "INSTALL_FAILED"
     if failed.exists():
-        return f"`make install-ha` could not install Patroni: {failed.read_text()[-500:]}"
+        return f"`make install-ha` could not install etcd or Patroni: {failed.read_text()[-500:]}"
     if not (PATRONI_VENV / "bin" / "patroni").exists():
         return f"{PATRONI_VENV}/bin/patroni not found (run `make install-ha`)"
     if not ETCD.exists():
