@@ -18,7 +18,7 @@ import pytest
 
 from harness.checker import check, lister
 from harness.faults import FaultLog, make_tables, report, start_services
-from harness.patroni import FAULTS, WRITER_DEADLINE, PatroniCluster, missing_tools
+from harness.patroni import FAULTS, WRITER_DEADLINE, Failover, PatroniCluster, missing_tools
 from harness.workload import Workload
 from tests.support import Backend, migrate
 
@@ -94,3 +94,24 @@ def test_owners_on_a_patroni_cluster_lose_nothing_when_the_leader_dies_crashes_o
         for s in services:
             s.stop()
         cluster.destroy()
+
+
+def test_the_writers_outage_is_the_longest_stretch_without_an_ack_around_the_fault_and_promotion() -> None:
+    fo = Failover("node-frozen", "node0", "node1", injected=100.0, promoted=120.0, healed=120.1)
+    # an ack at 100.2 was in flight at the fault; the one at 121 is the first on the new leader
+    seen = fo.writers_saw([90.0, 99.5, 100.2, 121.0, 121.5])
+    assert seen == {"fault": "node-frozen", "leader": "node0 -> node1", "promote_seconds": 20.0,
+                    "outage_seconds": 20.8, "writes_back_after_promotion_seconds": 1.0}
+    # no acknowledgement after the promotion: no outage figure (the test then fails on it)
+    assert fo.writers_saw([99.0, 100.5])["outage_seconds"] is None
+
+
+def test_an_unknown_fault_is_refused_before_anything_is_touched() -> None:
+    cluster = PatroniCluster()  # nothing started: a refused fault must not need a cluster
+    try:
+        with pytest.raises(ValueError, match="unknown fault 'reboot': one of postmaster-killed, node-killed"):
+            cluster.fail_leader("reboot")
+        assert all(n.proc is None for n in cluster.nodes) and cluster.etcd is None
+    finally:
+        cluster.destroy()
+    assert not cluster.root.exists()
