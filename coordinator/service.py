@@ -43,7 +43,6 @@ from client.contract.layout import (
     staged_file_name,
 )
 from coordinator.security.roots import check_allowed, check_local_log, parse_root, parse_roots
-from coordinator.security.tokens import covers
 
 from .columns import columns_of_metadata, properties_of_metadata
 from .commit_body import ClockRule, CommitBody, parse_commit_body
@@ -146,6 +145,17 @@ def _drop_result(write: asyncio.Future[Any]) -> None:
     """Retrieve a background write's outcome so that nothing logs it as never retrieved."""
     if not write.cancelled():
         write.exception()
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Counts of tables by status; the tables most behind (each with its oldest unpublished commit's
+    ratification time, ms); live tables accepting no commits; the first tables by location."""
+
+    counts: dict[str, int]
+    behind: list[tuple[TableRow, int]]
+    stopped: list[TableRow]
+    first: list[TableRow]
 
 
 class CommitService:
@@ -541,9 +551,16 @@ class CommitService:
     async def tables(self) -> list[TableRow]:
         return await self.store.list_tables()
 
-    async def backlog(self) -> tuple[list[TableRow], dict[str, int]]:
-        """Every table, and per table with unpublished commits the ratification time (ms) of its oldest one."""
-        return await self.store.list_tables(), await self.store.oldest_unbackfilled()
+    async def backlog(self) -> tuple[dict[str, int], list[tuple[TableRow, int]]]:
+        """Tables by status, and every table with unpublished commits with the ratification time (ms) of its
+        oldest one, the one waiting longest first. Its cost follows the backlog, not the number of tables."""
+        return await self.store.table_counts(), await self.store.behind()
+
+    async def overview(self, limit: int) -> Overview:
+        """What the status page shows: counts, then at most ``limit`` tables of each kind worth a look."""
+        behind = await self.store.behind(limit)
+        return Overview(await self.store.table_counts(), behind, await self.store.stopped_tables(limit),
+                        await self.store.first_tables(limit))
 
     async def ping(self) -> dict[str, str | None]:
         """Whether the database and the log storage answer: None when they do, else what went wrong."""
@@ -570,8 +587,8 @@ class CommitService:
         return table
 
     async def tables_near(self, location: str) -> list[TableRow]:
-        """The registered tables at, above or below ``location``."""
-        return [t for t in await self.store.list_tables() if covers(location, t.location) or covers(t.location, location)]
+        """The registered tables at, above or below ``location`` (normalized)."""
+        return await self.store.tables_near(location)
 
     async def unpublished_commits(self, table_id: str) -> tuple[TableRow, list[CommitRow]]:
         """The table and its ratified commits not yet published as ``<v>.json``, in one read."""
