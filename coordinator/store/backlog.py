@@ -7,7 +7,7 @@ published (their partial index), counts are counted by the database, and lists a
 
 from __future__ import annotations
 
-from sqlalchemy import Select, and_, func, select
+from sqlalchemy import Select, and_, func, or_, select
 
 from .db import Db
 from .rows import TableRow
@@ -70,6 +70,22 @@ class Backlog:
         async with self.db.tx(write=False, single=True) as conn:
             rows = (await conn.execute(named_tables().order_by(owned_tables.c.location).limit(limit))).all()
         return [table_of(r) for r in rows]
+
+    async def active_since(self, ms: int) -> list[TableRow]:
+        """Live tables with a commit or a change of their row (status, publication) at or after ``ms``. Neither
+        column is indexed (an index on a column every commit updates would cost every commit): the database
+        scans the rows, the process gets only the active ones. For a round every few minutes, not per request."""
+        t = owned_tables.c
+        stmt = named_tables().where(and_(t.dropped_at.is_(None), or_(t.last_commit_at >= ms, t.updated_at >= ms)))
+        async with self.db.tx(write=False, single=True) as conn:
+            return [table_of(r) for r in (await conn.execute(stmt.order_by(t.table_id))).all()]
+
+    async def live_after(self, table_id: str, limit: int) -> list[TableRow]:
+        """The next ``limit`` live tables by id after ``table_id`` ("" for the first): a page of a round robin."""
+        t = owned_tables.c
+        stmt = named_tables().where(and_(t.dropped_at.is_(None), t.table_id > table_id)).order_by(t.table_id)
+        async with self.db.tx(write=False, single=True) as conn:
+            return [table_of(r) for r in (await conn.execute(stmt.limit(limit))).all()]
 
     async def stats(self) -> dict[str, int]:
         async with self.db.tx(write=False) as conn:

@@ -144,6 +144,12 @@ class OwnershipStore:
     async def first_tables(self, limit: int) -> list[TableRow]:
         return await self.backlog.first(limit)
 
+    async def tables_active_since(self, ms: int) -> list[TableRow]:
+        return await self.backlog.active_since(ms)
+
+    async def live_tables_after(self, table_id: str, limit: int) -> list[TableRow]:
+        return await self.backlog.live_after(table_id, limit)
+
     async def stats(self) -> dict[str, int]:
         return await self.backlog.stats()
 
