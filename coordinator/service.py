@@ -11,6 +11,7 @@ refusal is certain, and never when the outcome is unknown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -392,14 +393,11 @@ class CommitService:
             ratified = await self.store.ratify(
                 row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
         else:
-            writing = self.backfiller.writing if self.backfiller is not None else set()
-            writing.add((table_id, version))  # its own after_commit publishes it, not a run that reads it first
-            try:
+            with self.backfiller.own_publication(table_id, version) if self.backfiller is not None \
+                    else contextlib.nullcontext():
                 ratified = await self._ratify_owner_written(place, table_id, version, data, uid, sha,
                                                             body.in_commit_timestamp, releases)
                 return await self._ratified(place, table_id, ratified, data, body.metadata, releases)
-            finally:
-                writing.discard((table_id, version))
         return await self._ratified(place, table_id, ratified, data, body.metadata, releases)
 
     async def _ratified(self, place: TablePlace, table_id: str, ratified: CommitRow, data: bytes,
@@ -438,14 +436,14 @@ class CommitService:
                 row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
         except (CommitFailedError, TableNotFoundError):
             if await _settled(write):  # certain refusal: our file is an orphan
-                await self._remove_orphan(storage, path)
+                await self.remove_orphan(storage, path)
             raise
         except BaseException:
             write.add_done_callback(_drop_result)  # unknown outcome: the file stays
             raise
         if ratified.file_name != name:  # the replay of an earlier attempt under the same key
             if await _settled(write):
-                await self._remove_orphan(storage, path)
+                await self.remove_orphan(storage, path)
             await self.staged.ensure(place.location, place.commit_dir, [ratified])
             return ratified
         try:
@@ -494,7 +492,8 @@ class CommitService:
     def clock_rule(self) -> ClockRule:
         return ClockRule(now_ms=now_ms(), max_skew_ms=int(self.settings.max_clock_skew_seconds * 1000))
 
-    async def _remove_orphan(self, storage: Any, path: str) -> None:
+    async def remove_orphan(self, storage: Any, path: str) -> None:
+        """Remove a staged file whose refusal is certain; one that stays is the janitor's."""
         try:
             await storage.delete(path)
         except OSError:
