@@ -57,6 +57,10 @@ def missing_tools() -> str | None:
         return f"{PATRONI_VENV}/bin/patroni not found (run `make install-ha`)"
     if not ETCD.exists():
         return f"{ETCD} not found (run `make install-ha`: apt-get install etcd-server)"
+    if os.geteuid() == 0 and subprocess.run(["runuser", "-u", "postgres", "--", str(PATRONI_VENV / "bin" / "python"),
+                                             "-c", "import patroni"], capture_output=True, timeout=60).returncode:
+        return (f"the postgres OS user cannot run {PATRONI_VENV}/bin/python (a folder on the way it may not "
+                "enter? set COMMIT_OWNER_TEST_PATRONI_VENV to a virtualenv it can)")
     return None
 
 
