@@ -29,13 +29,25 @@ def stg_service(request: pytest.FixtureRequest, backend: Backend) -> Iterator[Se
     svc.stop()
 
 
-GAP = 4.0  # seconds between the old reservations and the young one
+AGE = 3600  # seconds the abandoned reservation is made older than it is (its row's created_at, moved back)
+EXPIRY = AGE / 2  # an expiry the abandoned reservation exceeds by 30 minutes and a fresh one stays far below:
+# no command's start-up time, however slow the machine, can move either across it
 
 
-def between(young_created_ms: int) -> float:
-    """An expiry that the old reservations (made GAP s before the young one) exceed by GAP/2 s and the young one
-    stays below by GAP/2 s at the moment of the call: the command's start-up time does not matter."""
-    return (time.time() * 1000 - young_created_ms) / 1000 + GAP / 2
+def backdate(svc: Service, staging_id: str, seconds: int) -> None:
+    """Make a reservation ``seconds`` older, as if it had been made that much earlier."""
+    from sqlalchemy import create_engine, text
+
+    from coordinator.store.engine import sync_url
+
+    engine = create_engine(sync_url(svc.backend.database_url))
+    try:
+        with engine.begin() as conn:
+            n = conn.execute(text("UPDATE staging_tables SET created_at = created_at - :ms WHERE id = :id"),
+                             {"ms": seconds * 1000, "id": staging_id}).rowcount
+        assert n == 1
+    finally:
+        engine.dispose()
 
 
 def command(svc: Service, *args: str, expiry: float = 1.0) -> Any:
@@ -58,22 +70,21 @@ def test_an_old_unused_reservation_expires_with_its_files_and_nothing_else_chang
     b.write(f"{loc}/part-00000.parquet", b"PAR1 not really")
     w.create()  # a reservation turned into a table: no longer a reservation
     table_files = b.snapshot(w.location)
-    time.sleep(GAP)
+    backdate(svc, old["id"], AGE)
     young = reserve(w, "fresh")
 
     listed = {r["id"]: r for r in command(svc, "staging", "list", expiry=3600)}
     assert set(listed) == {old["id"], young["id"]}
     assert listed[old["id"]]["name"] == f"{w.catalog}.{w.schema}.abandoned"
-    assert listed[old["id"]]["ageSeconds"] >= GAP
+    assert listed[old["id"]]["ageSeconds"] >= AGE
     assert listed[old["id"]]["expiresAt"] == listed[old["id"]]["createdAt"] + 3600 * 1000
-    born = listed[young["id"]]["createdAt"]
 
     before = picture(svc, loc)
-    dry = command(svc, "staging", "clean", "--dry-run", expiry=between(born))
+    dry = command(svc, "staging", "clean", "--dry-run", expiry=EXPIRY)
     assert [(r["id"], r["files"], r["filesKept"]) for r in dry["expired"]] == [(old["id"], 2, None)]
     assert picture(svc, loc) == before  # a dry run changes nothing
 
-    rep = command(svc, "staging", "clean", expiry=between(born))
+    rep = command(svc, "staging", "clean", expiry=EXPIRY)
     assert [r["id"] for r in rep["expired"]] == [old["id"]] and rep["filesRemoved"] == 2 and rep["errors"] == 0
     assert b.snapshot(loc) == {}
     assert [r[0].strip("'") for r in db_rows(b.database_url)["staging_tables"]] == [young["id"]]
