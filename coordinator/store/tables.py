@@ -7,6 +7,7 @@ the fact, never checked before acting.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
 from sqlalchemy import and_, select, update
@@ -187,7 +188,11 @@ def named_tables(whole_name: bool = False) -> Any:
 
 def table_of(r: Any) -> TableRow:
     """The TableRow of a result row holding owned_tables' columns (and, from ``named_tables``, its name)."""
-    m = r._mapping
+    return table_from(r._mapping)
+
+
+def table_from(m: Mapping[str, Any]) -> TableRow:
+    """The TableRow of a mapping holding owned_tables' columns (and, from ``named_tables``, its name)."""
     name = full_name(*(m["n_" + p] for p in _NAME_PARTS)) if m.get("n_name") is not None else None
     return TableRow(**{f: m[f] for f in TableRow.__dataclass_fields__ if f in m and f != "name"}, name=name)
 
