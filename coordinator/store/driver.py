@@ -102,13 +102,13 @@ class Driver:
             sync.dispatch.before_cursor_execute(sync, None, stmt.sql, bound, None, False)
         driver = sync.connection.driver_connection
         try:
-            got = await self._run(driver, stmt.sql, bound)
+            got = await self._run(driver, stmt.sql, bound, bool(stmt.columns))
         except (Exception, asyncio.CancelledError) as e:
             await conn.run_sync(_handle, e, stmt.sql, bound)
             raise  # (not reached: _handle raises)
         return stmt.processed(got)
 
-    async def _run(self, driver: Any, sql: str, params: Any) -> Sequence[Any]:
+    async def _run(self, driver: Any, sql: str, params: Any, returns_rows: bool) -> Sequence[Any]:
         raise NotImplementedError
 
 
@@ -121,13 +121,13 @@ def _handle(sync: Connection, e: BaseException, sql: str, params: Any) -> None:
 
 
 class Psycopg(Driver):
-    async def _run(self, driver: Any, sql: str, params: Any) -> Sequence[Any]:
+    async def _run(self, driver: Any, sql: str, params: Any, returns_rows: bool) -> Sequence[Any]:
         cur = await driver.execute(sql, params, prepare=True)
-        return await cur.fetchall() if cur.description is not None else ()
+        return await cur.fetchall() if returns_rows else ()  # (psycopg builds ``description`` anew per call)
 
 
 class Aiosqlite(Driver):
-    async def _run(self, driver: Any, sql: str, params: Any) -> Sequence[Any]:
+    async def _run(self, driver: Any, sql: str, params: Any, returns_rows: bool) -> Sequence[Any]:
         return list(await driver.execute_fetchall(sql, params))
 
 
