@@ -117,7 +117,10 @@ def _handle(sync: Connection, e: BaseException, sql: str, params: Any) -> None:
     connection, run the ``handle_error`` listeners; a non-driver error is raised as it is."""
     if not isinstance(e, (sync.dialect.loaded_dbapi.Error, asyncio.CancelledError)):
         raise e
-    sync._handle_dbapi_exception(e, sql, params, None, None)
+    try:
+        raise e  # SQLAlchemy's handler reads the exception in flight (``sys.exc_info``) to raise it again
+    except BaseException:
+        sync._handle_dbapi_exception(e, sql, params, None, None)
 
 
 class Psycopg(Driver):
