@@ -10,7 +10,7 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from client.contract.errors import AlreadyExistsError, NotFoundError, TableAlreadyExistsError, TableNotFoundError
@@ -137,11 +137,12 @@ class Tables:
             return res.rowcount == 1
 
     async def get_table(self, table_id: str) -> TableRow:
+        stmt = self.db.driver.statement(_table_by_id())  # (the backfiller's read of a table it sweeps)
         async with self.db.tx(write=False, single=True) as conn:
-            row = (await conn.execute(named_tables().where(owned_tables.c.table_id == table_id))).first()
-        if row is None:
+            rows = await self.db.driver.rows(conn, stmt, {"p_table_id": table_id})
+        if not rows:
             raise TableNotFoundError(f"no table with id {table_id}")
-        return table_of(row)
+        return table_from(stmt.mappings(rows)[0])
 
     async def find_table(self, location: str) -> TableRow:
         async with self.db.tx(write=False, single=True) as conn:
@@ -184,6 +185,11 @@ def named_tables(whole_name: bool = False) -> Any:
     cols = [c for c in table_names.c if whole_name or c.name in _NAME_PARTS]
     return select(owned_tables, *[c.label("n_" + c.name) for c in cols]).select_from(
         owned_tables.outerjoin(table_names, table_names.c.table_id == owned_tables.c.table_id))
+
+
+@functools.cache
+def _table_by_id() -> Any:
+    return named_tables().where(owned_tables.c.table_id == bindparam("p_table_id"))
 
 
 def table_of(r: Any) -> TableRow:
