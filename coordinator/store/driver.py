@@ -16,7 +16,10 @@ once, in the Core expression, and nothing else about the unit of work changes:
 * ``before_cursor_execute`` listeners still see every statement (the service's statement counter, tests
   that count round trips).
 
-PostgreSQL: psycopg's async connection with ``prepare=True`` (parsed and planned once per connection).
+PostgreSQL: psycopg's async connection, whose own policy prepares a statement on a connection from its
+fifth run on (``prepare_threshold``): the hot statements run thousands of times, so in steady state each is
+parsed once per connection, and a connection configured never to prepare (PgBouncer in transaction mode)
+is respected; ``prepare=True`` measured no better and adds a round trip at a statement's first run.
 SQLite: aiosqlite's ``execute_fetchall`` (one hop to its thread per statement, where SQLAlchemy's adapter
 made four: cursor, execute, fetch, close); an UPDATE whose match matters says so with ``RETURNING``.
 """
@@ -125,7 +128,7 @@ def _handle(sync: Connection, e: BaseException, sql: str, params: Any) -> None:
 
 class Psycopg(Driver):
     async def _run(self, driver: Any, sql: str, params: Any, returns_rows: bool) -> Sequence[Any]:
-        cur = await driver.execute(sql, params, prepare=True)
+        cur = await driver.execute(sql, params)
         return await cur.fetchall() if returns_rows else ()  # (psycopg builds ``description`` anew per call)
 
 
