@@ -131,3 +131,26 @@ async def test_a_statement_cancelled_on_the_driver_closes_its_connection(tmp_pat
             await db.ping()  # the pool's one connection is a new one
     finally:
         await engine.dispose()
+
+
+@pytest.mark.parametrize("returning", [True, False], ids=["returning", "changes"])
+async def test_whether_an_update_matched_a_row(database_url: str, tmp_path: Any, returning: bool) -> None:
+    """``Driver.matched`` by ``RETURNING`` and, on SQLite older than 3.35, by ``changes()``: the lease's
+    conditional UPDATE matches a free lease and not one another holder has."""
+    engine = create_engine(database_url)
+    try:
+        store = OwnershipStore(engine)
+        if not returning:
+            if engine.dialect.name != "sqlite":
+                pytest.skip("the changes() answer is SQLite's")
+            store.db.driver.returning = False  # type: ignore[attr-defined]
+        table_id = str(uuid.uuid4())
+        await store.register(table_id, str(tmp_path / "t"), "_commits", 0)
+        assert await store.acquire_lease(table_id, "a", 30)
+        assert not await store.acquire_lease(table_id, "b", 30)
+        assert await store.acquire_lease(table_id, "a", 30)  # renewed by its holder
+        await store.release_lease(table_id, "a")
+        assert await store.acquire_lease(table_id, "b", 30)
+        assert not await store.acquire_lease(str(uuid.uuid4()), "b", 30)  # no such table: nothing matched
+    finally:
+        await engine.dispose()

@@ -105,7 +105,7 @@ class SQLite(Dialect):
 
     async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
         async with db.tx() as conn:
-            if not await db.driver.run(conn, _matched(_one_row(releases)), params):
+            if not await db.driver.matched(conn, _one_row(releases), params):
                 return False
             await db.driver.run(conn, commits.insert(), commit_values(row))
             return True
@@ -117,7 +117,7 @@ class SQLite(Dialect):
         out: dict[str, bool | None] = {}
         async with db.tx() as conn:
             for row, cap in ordered:
-                won = bool(await db.driver.run(conn, _matched(_guarded()), ratify_params(row, cap, now)))
+                won = await db.driver.matched(conn, _guarded(), ratify_params(row, cap, now))
                 if won:
                     await db.driver.run(conn, commits.insert(), commit_values(row))
                 out[row.table_id] = won
@@ -197,12 +197,6 @@ def _one_row(releases: bool) -> Any:
 @functools.cache
 def _guarded() -> Any:
     return ratification(BOUND, guarded=True)
-
-
-@functools.cache
-def _matched(update: Any) -> Any:
-    """``update`` returning the id of the table row it matched (SQLite: whether it matched, in the same hop)."""
-    return update.returning(owned_tables.c.table_id)
 
 
 @functools.cache

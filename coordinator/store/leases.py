@@ -25,7 +25,7 @@ class Leases:
         ts = now_ms()
         params = {"p_table_id": table_id, "p_holder": holder, "p_now": ts, "p_expires": ts + int(ttl_seconds * 1000)}
         async with self.db.tx(single=True) as conn:
-            return bool(await self.db.driver.run(conn, _acquire(), params))
+            return await self.db.driver.matched(conn, _acquire(), params)
 
     async def release_lease(self, table_id: str, holder: str) -> None:
         async with self.db.tx(single=True) as conn:
@@ -36,14 +36,12 @@ class Leases:
 
 @functools.cache
 def _acquire() -> Any:
-    """Returns the table id when the lease was taken or renewed."""
     t = owned_tables.c
     holder = bindparam("p_holder", type_=t.lease_owner.type)
     return (update(owned_tables)
             .where(and_(t.table_id == bindparam("p_table_id"),
                         or_(t.lease_owner.is_(None), t.lease_owner == holder, t.lease_expires_at < bindparam("p_now"))))
-            .values(lease_owner=holder, lease_expires_at=bindparam("p_expires", type_=t.lease_expires_at.type))
-            .returning(t.table_id))
+            .values(lease_owner=holder, lease_expires_at=bindparam("p_expires", type_=t.lease_expires_at.type)))
 
 
 @functools.cache
