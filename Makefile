@@ -9,7 +9,7 @@ HOST   ?= $(or $(COMMIT_OWNER_HOST),127.0.0.1)
 PORT   ?= $(or $(COMMIT_OWNER_PORT),8080)
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint install install-test install-sail install-uc-client install-daft migrate clean config-docs test-system-deps chaos bench bench-smoke
+.PHONY: help run test lint install install-test install-sail install-uc-client install-daft install-ha migrate clean config-docs test-system-deps chaos chaos-ha bench bench-smoke
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -73,6 +73,35 @@ $(DAFT_VENV)/.stamp:
 
 install-daft: $(DAFT_VENV)/.stamp ## Create .venv-daft with Daft (its pyarrow pin clashes with the test extra's)
 
+# The Patroni store for tests/reliability/test_patroni.py and `scripts/chaos --store patroni`: Debian's etcd
+# (apt, root or sudo, only when absent) and Patroni in its own virtualenv built from Debian's /usr/bin/python3:
+# Patroni runs as the `postgres` OS user, which can execute neither root's pyenv Python nor a venv made from
+# it. A failed install is printed loudly and written to $(HA_VENV)/INSTALL_FAILED; the Patroni test skips
+# with it, and the next make tries again.
+HA_VENV ?= .venv-patroni
+HA_PYTHON ?= /usr/bin/python3
+HA_PINS := 'patroni[etcd3,psycopg3]==4.1.5'
+
+.stamp-ha:
+	@rm -rf $(HA_VENV); mkdir -p $(HA_VENV); : > $(HA_VENV)/install.log; \
+	SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); APT="$$SUDO env DEBIAN_FRONTEND=noninteractive apt-get"; \
+	need=""; [ -x /usr/bin/etcd ] || need="etcd-server"; \
+	$(HA_PYTHON) -c 'import venv, ensurepip' 2>/dev/null || need="$$need python3-venv"; \
+	if [ -n "$$need" ]; then echo "apt-get install$$need"; \
+	  { $$APT update -qq && $$APT install -y -qq --no-install-recommends $$need; } >> $(HA_VENV)/install.log 2>&1; fi; \
+	if [ -x /usr/bin/etcd ] && $(HA_PYTHON) -m venv $(HA_VENV) >> $(HA_VENV)/install.log 2>&1 \
+	    && $(HA_VENV)/bin/pip install --quiet $(HA_PINS) >> $(HA_VENV)/install.log 2>&1; then \
+	  chmod -R a+rX $(HA_VENV); \
+	  echo "$(HA_VENV): patroni $$($(HA_VENV)/bin/patroni --version | cut -d' ' -f2); $$(/usr/bin/etcd --version | head -1)"; \
+	  touch $@; \
+	else \
+	  tail -n 20 $(HA_VENV)/install.log > $(HA_VENV)/INSTALL_FAILED; \
+	  echo "!!! could not install etcd-server (apt) and $(HA_PINS) into $(HA_VENV); tests/reliability/test_patroni.py will SKIP (retried next make):"; \
+	  cat $(HA_VENV)/INSTALL_FAILED; \
+	fi
+
+install-ha: .stamp-ha ## etcd (apt) and .venv-patroni (Patroni 4.1) for the Patroni failover test and chaos-ha
+
 migrate: install ## Create or upgrade the database schema
 	$(BIN)/commit-owner migrate --database-url '$(DB_URL)'
 
@@ -84,7 +113,7 @@ lint: install-test ## ruff and mypy (configured in pyproject.toml; part of make 
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
-test: install-test install-sail install-uc-client install-daft lint ## Install test dependencies, lint, and run the whole suite
+test: install-test install-sail install-uc-client install-daft install-ha lint ## Install test dependencies, lint, and run the whole suite
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The status-page test drives Debian's Chromium headless; install it on a fresh machine (needs root or sudo).
@@ -100,6 +129,9 @@ config-docs: install ## Regenerate docs/configuration.md from the settings decla
 chaos: install-test ## 10-minute chaos run (faults + checker), figures in chaos.json (docs/reliability.md)
 	$(BIN)/python scripts/chaos --duration 600 --json chaos.json
 
+chaos-ha: install-test install-ha ## The chaos run on a Patroni cluster (etcd + 3 nodes), store failovers among its faults
+	$(BIN)/python scripts/chaos --store patroni --duration 600 --json chaos-ha.json
+
 bench-smoke: install-test ## Seconds-long benchmark run on PostgreSQL (CI keeps the benchmark from rotting)
 	$(BIN)/commit-owner bench --smoke --json bench-smoke.json
 
@@ -108,4 +140,4 @@ bench: install-test ## Full benchmark (about 5 minutes): docs/bench/bench.{json,
 	$(BIN)/commit-owner bench --json docs/bench/bench.json --png docs/bench/bench.png --markdown docs/bench/bench.md
 
 clean: ## Remove the virtualenv, the embedded database and caches
-	rm -rf $(VENV) $(SAIL_VENV) $(UC_VENV) $(DAFT_VENV) .stamp-* commit-owner.db* .pytest_cache bench-smoke.json
+	rm -rf $(VENV) $(SAIL_VENV) $(UC_VENV) $(DAFT_VENV) $(HA_VENV) .stamp-* commit-owner.db* .pytest_cache bench-smoke.json

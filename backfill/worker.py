@@ -14,6 +14,7 @@ table pending then in one grouped round trip: the files are published at once, o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import os
@@ -21,7 +22,7 @@ import socket
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from client.contract.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
@@ -79,12 +80,22 @@ class Backfiller:
         self._triggered: dict[str, float] = {}  # table id -> when a commit of this process last asked for a run
         self.on_result: Callable[[BackfillResult], None] | None = None
         self.metrics = metrics
-        # (table id, version) whose commit this process is ratifying and writing: the service adds and removes them.
+        # (table id, version) whose commit this process is ratifying and writing (``own_publication``).
         self.writing: set[tuple[str, int]] = set()
         # Published but not yet recorded (decision 44): table id -> the version published through.
         self._unmarked: dict[str, int] = {}
         self._flush: asyncio.TimerHandle | None = None
         self._flushing: set[asyncio.Task[None]] = set()
+
+    @contextlib.contextmanager
+    def own_publication(self, table_id: str, version: int) -> Iterator[None]:
+        """While this process ratifies and answers ``version``: a run that reads the row meanwhile leaves its
+        publication to the commit's own ``after_commit``, which has the bytes in memory (decision 44)."""
+        self.writing.add((table_id, version))
+        try:
+            yield
+        finally:
+            self.writing.discard((table_id, version))
 
     # -- lifecycle ----------------------------------------------------------------------------------
 

@@ -8,8 +8,9 @@ What is measured where:
 * commits by outcome, commit latency and conflicts: ``CommitService.commit``;
 * backfill lag (ratification acknowledged -> ``<v>.json`` published), published versions and
   failures: the ``Backfiller``;
-* backlog and age of the oldest unbackfilled commit per table: read from the ownership store at
-  scrape time, so the figures are right even when another process backfills;
+* backlog and age of the oldest unbackfilled commit per table that has any (a table with nothing to
+  publish has no series), and tables by status: read from the ownership store at scrape time, so the
+  figures are right even when another process backfills;
 * database errors: SQLAlchemy's ``handle_error`` engine event (integrity violations excluded, they
   are how the database decides a race); storage errors: a wrapper around each storage backend
   (``FileExistsError`` / ``FileNotFoundError`` excluded, they are answers, not failures);
@@ -165,21 +166,14 @@ class Metrics:
     def wrap_storage(self, backend: StorageBackend) -> StorageBackend:
         return MeteredStorage(backend, self)
 
-    async def refresh_tables(self, tables: list[Any], ages: dict[str, int]) -> None:
-        """Set the per-table gauges from every table and the age of its oldest unpublished commit (before a scrape)."""
+    async def refresh_tables(self, counts: dict[str, int], behind: list[tuple[Any, int]]) -> None:
+        """Set the per-table gauges (before a scrape) from the tables with unpublished commits, each with the
+        ratification time (ms) of its oldest one, and the tables by status. A table with nothing to publish
+        has no series: the series follow the backlog, not the number of tables."""
         now = time.time()
-        backlog: list[tuple[str, float]] = []
-        backlog_age: list[tuple[str, float]] = []
-        by_status: dict[str, int] = {}
-        for t in tables:
-            by_status[t.status] = by_status.get(t.status, 0) + 1
-            if t.status == "RELEASED" and not t.unbackfilled:
-                continue  # handed back and fully published: nothing more to watch, keep the series count down
-            backlog.append((t.table_id, t.unbackfilled))
-            ratified = ages.get(t.table_id)
-            backlog_age.append((t.table_id, max(0.0, now - ratified / 1000.0) if ratified else 0.0))
-        self.table_figures.backlog, self.table_figures.backlog_age = backlog, backlog_age
-        self.table_figures.tables = sorted(by_status.items())
+        self.table_figures.backlog = [(t.table_id, t.unbackfilled) for t, _ in behind]
+        self.table_figures.backlog_age = [(t.table_id, max(0.0, now - oldest / 1000.0)) for t, oldest in behind]
+        self.table_figures.tables = sorted(counts.items())
 
     def exposition(self) -> bytes:
         if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
@@ -203,10 +197,10 @@ class _TableFigures(Collector):
     def collect(self) -> Iterator[Metric]:
         for name, doc, label, values in (
             ("commit_owner_table_unbackfilled_commits",
-             "Ratified commits not yet published to _delta_log, per table (read at scrape time).", "table_id",
+             "Ratified commits not yet published to _delta_log, per table with any (read at scrape time).", "table_id",
              self.backlog),
             ("commit_owner_table_oldest_unbackfilled_age_seconds",
-             "Age of the oldest unbackfilled commit per table (0 when none; read at scrape time).", "table_id",
+             "Age of the oldest unbackfilled commit, per table with any (read at scrape time).", "table_id",
              self.backlog_age),
             ("commit_owner_tables", "Owned tables by status (read at scrape time).", "status", self.tables),
         ):

@@ -11,6 +11,7 @@ refusal is certain, and never when the outcome is unknown.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import logging
@@ -43,7 +44,6 @@ from client.contract.layout import (
     staged_file_name,
 )
 from coordinator.security.roots import check_allowed, check_local_log, parse_root, parse_roots
-from coordinator.security.tokens import covers
 
 from .columns import columns_of_metadata, properties_of_metadata
 from .commit_body import ClockRule, CommitBody, parse_commit_body
@@ -146,6 +146,17 @@ def _drop_result(write: asyncio.Future[Any]) -> None:
     """Retrieve a background write's outcome so that nothing logs it as never retrieved."""
     if not write.cancelled():
         write.exception()
+
+
+@dataclass(frozen=True)
+class Overview:
+    """Counts of tables by status; the tables most behind (each with its oldest unpublished commit's
+    ratification time, ms); live tables accepting no commits; the first tables by location."""
+
+    counts: dict[str, int]
+    behind: list[tuple[TableRow, int]]
+    stopped: list[TableRow]
+    first: list[TableRow]
 
 
 class CommitService:
@@ -382,14 +393,11 @@ class CommitService:
             ratified = await self.store.ratify(
                 row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
         else:
-            writing = self.backfiller.writing if self.backfiller is not None else set()
-            writing.add((table_id, version))  # its own after_commit publishes it, not a run that reads it first
-            try:
+            with self.backfiller.own_publication(table_id, version) if self.backfiller is not None \
+                    else contextlib.nullcontext():
                 ratified = await self._ratify_owner_written(place, table_id, version, data, uid, sha,
                                                             body.in_commit_timestamp, releases)
                 return await self._ratified(place, table_id, ratified, data, body.metadata, releases)
-            finally:
-                writing.discard((table_id, version))
         return await self._ratified(place, table_id, ratified, data, body.metadata, releases)
 
     async def _ratified(self, place: TablePlace, table_id: str, ratified: CommitRow, data: bytes,
@@ -428,14 +436,14 @@ class CommitService:
                 row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
         except (CommitFailedError, TableNotFoundError):
             if await _settled(write):  # certain refusal: our file is an orphan
-                await self._remove_orphan(storage, path)
+                await self.remove_orphan(storage, path)
             raise
         except BaseException:
             write.add_done_callback(_drop_result)  # unknown outcome: the file stays
             raise
         if ratified.file_name != name:  # the replay of an earlier attempt under the same key
             if await _settled(write):
-                await self._remove_orphan(storage, path)
+                await self.remove_orphan(storage, path)
             await self.staged.ensure(place.location, place.commit_dir, [ratified])
             return ratified
         try:
@@ -484,7 +492,8 @@ class CommitService:
     def clock_rule(self) -> ClockRule:
         return ClockRule(now_ms=now_ms(), max_skew_ms=int(self.settings.max_clock_skew_seconds * 1000))
 
-    async def _remove_orphan(self, storage: Any, path: str) -> None:
+    async def remove_orphan(self, storage: Any, path: str) -> None:
+        """Remove a staged file whose refusal is certain; one that stays is the janitor's."""
         try:
             await storage.delete(path)
         except OSError:
@@ -541,9 +550,16 @@ class CommitService:
     async def tables(self) -> list[TableRow]:
         return await self.store.list_tables()
 
-    async def backlog(self) -> tuple[list[TableRow], dict[str, int]]:
-        """Every table, and per table with unpublished commits the ratification time (ms) of its oldest one."""
-        return await self.store.list_tables(), await self.store.oldest_unbackfilled()
+    async def backlog(self) -> tuple[dict[str, int], list[tuple[TableRow, int]]]:
+        """Tables by status, and every table with unpublished commits with the ratification time (ms) of its
+        oldest one, the one waiting longest first. Its cost follows the backlog, not the number of tables."""
+        return await self.store.table_counts(), await self.store.behind()
+
+    async def overview(self, limit: int) -> Overview:
+        """What the status page shows: counts, then at most ``limit`` tables of each kind worth a look."""
+        behind = await self.store.behind(limit)
+        return Overview(await self.store.table_counts(), behind, await self.store.stopped_tables(limit),
+                        await self.store.first_tables(limit))
 
     async def ping(self) -> dict[str, str | None]:
         """Whether the database and the log storage answer: None when they do, else what went wrong."""
@@ -570,8 +586,8 @@ class CommitService:
         return table
 
     async def tables_near(self, location: str) -> list[TableRow]:
-        """The registered tables at, above or below ``location``."""
-        return [t for t in await self.store.list_tables() if covers(location, t.location) or covers(t.location, location)]
+        """The registered tables at, above or below ``location`` (normalized)."""
+        return await self.store.tables_near(location)
 
     async def unpublished_commits(self, table_id: str) -> tuple[TableRow, list[CommitRow]]:
         """The table and its ratified commits not yet published as ``<v>.json``, in one read."""

@@ -228,6 +228,11 @@ class Settings:
         600.0,
         "Remove orphan commit files (never ratified) every N seconds in the service; 0 turns the janitor off.",
         parse=float)
+    janitor_full_round_seconds: float = setting(
+        86400.0,
+        "The service's janitor looks at the tables with recent activity every round, and at every other table "
+        "within about this many seconds (a slice per round); `commit-owner janitor` looks at every table.",
+        parse=float)
     janitor_min_age_seconds: float = setting(
         3600.0,
         "Only orphans older than this are removed (raised to 3 x request_timeout_seconds + 5 s at least).",
@@ -306,6 +311,8 @@ class Settings:
             raise ValueError("staging_expiry_seconds must be >= 0 (0 = never expire)")
         if not 0 <= self.commit_turn_seconds <= 60:
             raise ValueError("commit_turn_seconds must be between 0 (no line) and 60")
+        if not self.janitor_full_round_seconds > 0:
+            raise ValueError("janitor_full_round_seconds must be > 0")
         if self.max_transaction_tables < 1:
             raise ValueError("max_transaction_tables must be >= 1")
         if self.max_transaction_bytes < 1024:

@@ -243,7 +243,7 @@ class TransactionService:
 
     async def _remove(self, created: Sequence[tuple[Any, str]]) -> None:
         for storage, path in created:
-            await self.service._remove_orphan(storage, path)
+            await self.service.remove_orphan(storage, path)
 
     # -- consistent reads -----------------------------------------------------------------------------
 

@@ -70,8 +70,9 @@ class FaultLog:
                  "recovery_seconds": e.recovery_seconds} for e in self.events]
 
 
-def report(title: str, result: CheckResult, faults: FaultLog | None = None) -> str:
-    """One line of figures, printed by the tests (pytest -s) and by scripts/chaos."""
+def report(title: str, result: CheckResult, faults: FaultLog | None = None,
+           extra: dict[str, Any] | None = None) -> str:
+    """One line of figures, printed by the tests (pytest -s) and by scripts/chaos; ``extra`` is added as is."""
     d = {"run": title, "acknowledged": result.acknowledged, "unknown": result.unknown,
          "unknown_present": result.unknown_present, "rejected": result.rejected, "lost": result.lost,
          "duplicates": result.duplicates, "ratified": result.ratified, "orphans": result.orphans,
@@ -81,6 +82,7 @@ def report(title: str, result: CheckResult, faults: FaultLog | None = None) -> s
                  partial_transactions=result.partial_transactions)
     if faults is not None:
         d["faults"] = faults.summary()
+    d.update(extra or {})
     line = json.dumps(d)
     print("\nRELIABILITY " + line)
     return line

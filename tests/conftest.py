@@ -51,14 +51,15 @@ def pg_database_factory(pg_admin_url: str | None) -> Iterator:
 
     created: list[str] = []
 
-    def make() -> str:
+    def make(options: str = "") -> str:
+        """A fresh database; ``options`` are CREATE DATABASE's own (a collation, say)."""
         if pg_admin_url is None:
             pytest.skip("PostgreSQL not reachable (set COMMIT_OWNER_TEST_DATABASE_URL)")
         u = make_url(pg_admin_url)
         name = f"commit_owner_test_{uuid.uuid4().hex[:10]}"
         with psycopg.connect(host=u.host, port=u.port or 5432, user=u.username, password=u.password,
                              dbname=u.database or "postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
+            conn.execute(f'CREATE DATABASE "{name}" {options}')
         created.append(name)
         return u.set(drivername="postgresql+psycopg", database=name).render_as_string(hide_password=False)
 

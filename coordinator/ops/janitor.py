@@ -14,12 +14,21 @@ all of these hold, checked per file just before the delete:
 * it is older than ``janitor_min_age_seconds``, never less than 3 x ``request_timeout_seconds``
   (the storage write, the pool wait and the ratification statement of one request) + 5 s of clock
   margin, so a request still in flight never loses its file.
+
+Which tables a round looks at. Listing a table's commit folder is one storage request, so a round over every
+table costs a request per table: a million tables every ten minutes would be 1,700 LISTs a second. The
+service's rounds (``run_once(every_table=False)``) look at the tables whose row changed or took a commit
+within the last round's interval + the minimum age (+ margin), which holds every table where a decision
+since the last look may have freed an orphan, and a slice of the others, in table-id order, sized so that
+every live table is looked at within ``janitor_full_round_seconds`` (a writer that died for good, a version
+decided before its orphan was written). `commit-owner janitor` looks at every table.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import random
 import time
 from dataclasses import dataclass, field
@@ -37,6 +46,7 @@ from .staging import StagingReport, expire_reservations
 log = logging.getLogger("commit_owner.janitor")
 
 CLOCK_MARGIN_SECONDS = 5.0
+JITTER = (0.8, 1.2)  # a round's interval is the setting times a factor drawn from here
 
 
 def safe_min_age(settings: Settings) -> float:
@@ -80,12 +90,13 @@ class Janitor:
         self.settings = settings
         self.names = names  # with it, each pass also expires old staging reservations
         self.removed_files_total = 0
+        self._cursor = ""  # the last table id of the round robin's previous slice
         self._task: asyncio.Task[None] | None = None
 
-    async def run_once(self, *, dry_run: bool = False) -> JanitorReport:
+    async def run_once(self, *, dry_run: bool = False, every_table: bool = True) -> JanitorReport:
         rep = JanitorReport(dry_run=dry_run)
         min_age_ms = int(safe_min_age(self.settings) * 1000)
-        for table in await self.store.list_tables():
+        for table in await self.store.list_tables() if every_table else await self._due(min_age_ms):
             if table.dropped_at is not None:
                 continue  # DROP TABLE left its files as they are: not the owner's to clean any more
             rep.tables += 1
@@ -145,6 +156,29 @@ class Janitor:
             rep.removed += 1
             rep.removed_files.append(path)
 
+    async def _due(self, min_age_ms: int) -> list[TableRow]:
+        """The tables of a service round: the recently active ones and the next slice of the round robin."""
+        interval = float(self.settings.janitor_interval_seconds)
+        window_ms = int(interval * JITTER[1] * 1000) + min_age_ms + int(CLOCK_MARGIN_SECONDS * 1000)
+        due = {t.table_id: t for t in await self.store.tables_active_since(int(time.time() * 1000) - window_ms)}
+        counts = await self.store.table_counts()
+        live = sum(n for status, n in counts.items() if status != "DROPPED")
+        rounds = max(1.0, float(self.settings.janitor_full_round_seconds) / max(interval, 1.0))
+        want = min(live, math.ceil(live / rounds))
+        slice_: list[TableRow] = []
+        wrapped = False
+        while len(slice_) < want:
+            page = await self.store.live_tables_after(self._cursor, want - len(slice_))
+            if not page:
+                if wrapped or not self._cursor:
+                    break  # every live table is in already (some were dropped since they were counted)
+                wrapped, self._cursor = True, ""  # past the last id: the round robin starts over
+                continue
+            slice_.extend(page)
+            self._cursor = page[-1].table_id
+        due.update((t.table_id, t) for t in slice_)
+        return sorted(due.values(), key=lambda t: t.table_id)
+
     # -- background loop ----------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -161,9 +195,9 @@ class Janitor:
         interval = float(self.settings.janitor_interval_seconds)
         while True:
             # Jitter so that several processes on one database do not scan in lockstep.
-            await asyncio.sleep(interval * random.uniform(0.8, 1.2))
+            await asyncio.sleep(interval * random.uniform(*JITTER))
             try:
-                rep = await self.run_once()
+                rep = await self.run_once(every_table=False)
                 if rep.removed or rep.errors:
                     log.info("janitor: %d orphan(s) removed, %d kept (young %d, undecided %d), %d error(s)",
                              rep.removed, rep.orphans - rep.removed, rep.kept_too_young, rep.kept_undecided, rep.errors)

@@ -18,7 +18,6 @@ from typing import Any
 
 from client.contract.errors import CommitOwnerError
 from coordinator.security.roots import parse_root
-from coordinator.security.tokens import covers
 from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore
@@ -46,7 +45,7 @@ def reservation_json(row: StagingRow, now: int, expiry_ms: int) -> dict[str, Any
             "expiresAt": row.created_at + expiry_ms if expiry_ms > 0 else None}
 
 
-def _why_files_stay(row: StagingRow, settings: Settings, registered: list[str]) -> str | None:
+def _why_files_stay(row: StagingRow, settings: Settings, near: bool) -> str | None:
     """None when the files under the reservation's location may go, else why they stay."""
     try:
         root = parse_root(settings.managed_location).uri
@@ -54,7 +53,7 @@ def _why_files_stay(row: StagingRow, settings: Settings, registered: list[str]) 
         return "no managed location configured"
     if row.location != f"{root}/{row.id}":
         return f"the location is not {root}/{row.id} (the managed location changed since)"
-    if any(covers(row.location, t) or covers(t, row.location) for t in registered):
+    if near:
         return "a registered table lies at, above or below the location"
     return None
 
@@ -71,10 +70,9 @@ async def expire_reservations(names: NameStore, store: OwnershipStore, storage: 
     rows = await names.list_staging(created_before=cutoff)
     if not rows:
         return rep
-    registered = [t.location for t in await store.list_tables()]
     for row in rows:
         out = reservation_json(row, now, expiry_ms)
-        why = _why_files_stay(row, settings, registered)
+        why = _why_files_stay(row, settings, bool(await store.tables_near(row.location)))
         try:
             backend = storage.for_uri(row.location)
             files = [] if why else [f.path for f in await backend.walk(row.location)]

@@ -1,12 +1,18 @@
 """Read-only views over every table: what is left to publish, and counts (the backfiller's sweep, metrics,
-the status page)."""
+the status page).
+
+None of them reads every table row into the process: what is behind comes from the commit rows not yet
+published (their partial index), counts are counted by the database, and lists are pages.
+"""
 
 from __future__ import annotations
 
-from sqlalchemy import Select, func, select
+from sqlalchemy import Select, and_, func, or_, select
 
 from .db import Db
+from .rows import TableRow
 from .schema import commits, owned_tables
+from .tables import named_tables, table_of
 
 
 def behind_statement(limit: int) -> Select[tuple[str]]:
@@ -31,12 +37,55 @@ class Backlog:
         async with self.db.tx(write=False, single=True) as conn:
             return [str(r[0]) for r in (await conn.execute(behind_statement(limit))).all()]
 
-    async def oldest_unbackfilled(self) -> dict[str, int]:
-        """table id -> ratification time (ms) of its oldest unbackfilled commit, for tables that have one."""
+    async def behind(self, limit: int | None = None) -> list[tuple[TableRow, int]]:
+        """The tables with unpublished commits, the one waiting longest first (at most ``limit``), each with the
+        ratification time (ms) of its oldest unpublished commit: from the unpublished commits' index, so it
+        costs what waits for publication, not the number of tables."""
         c = commits.c
-        stmt = select(c.table_id, func.min(c.ratified_at)).where(c.backfilled_at.is_(None)).group_by(c.table_id)
+        oldest = func.min(c.ratified_at)
+        waiting = select(c.table_id, oldest.label("oldest")).where(c.backfilled_at.is_(None)) \
+            .group_by(c.table_id).order_by(oldest)
+        sub = (waiting.limit(limit) if limit is not None else waiting).subquery()
+        stmt = named_tables().add_columns(sub.c.oldest).join(sub, sub.c.table_id == owned_tables.c.table_id) \
+            .order_by(sub.c.oldest, owned_tables.c.table_id)
         async with self.db.tx(write=False, single=True) as conn:
-            return {r[0]: int(r[1]) for r in (await conn.execute(stmt)).all()}
+            return [(table_of(r), int(r.oldest)) for r in (await conn.execute(stmt)).all()]
+
+    async def counts(self) -> dict[str, int]:
+        """Tables by status, counted by the database."""
+        t = owned_tables.c
+        async with self.db.tx(write=False, single=True) as conn:
+            rows = (await conn.execute(select(t.status, func.count()).group_by(t.status))).all()
+        return {str(r[0]): int(r[1]) for r in rows}
+
+    async def stopped(self, limit: int) -> list[TableRow]:
+        """Live tables that accept no commits (fenced, released), by location, at most ``limit``."""
+        t = owned_tables.c
+        stmt = named_tables().where(and_(t.accepting.is_(False), t.dropped_at.is_(None))).order_by(t.location)
+        async with self.db.tx(write=False, single=True) as conn:
+            return [table_of(r) for r in (await conn.execute(stmt.limit(limit))).all()]
+
+    async def first(self, limit: int) -> list[TableRow]:
+        """The first ``limit`` tables by location."""
+        async with self.db.tx(write=False, single=True) as conn:
+            rows = (await conn.execute(named_tables().order_by(owned_tables.c.location).limit(limit))).all()
+        return [table_of(r) for r in rows]
+
+    async def active_since(self, ms: int) -> list[TableRow]:
+        """Live tables with a commit or a change of their row (status, publication) at or after ``ms``. Neither
+        column is indexed (an index on a column every commit updates would cost every commit): the database
+        scans the rows, the process gets only the active ones. For a round every few minutes, not per request."""
+        t = owned_tables.c
+        stmt = named_tables().where(and_(t.dropped_at.is_(None), or_(t.last_commit_at >= ms, t.updated_at >= ms)))
+        async with self.db.tx(write=False, single=True) as conn:
+            return [table_of(r) for r in (await conn.execute(stmt.order_by(t.table_id))).all()]
+
+    async def live_after(self, table_id: str, limit: int) -> list[TableRow]:
+        """The next ``limit`` live tables by id after ``table_id`` ("" for the first): a page of a round robin."""
+        t = owned_tables.c
+        stmt = named_tables().where(and_(t.dropped_at.is_(None), t.table_id > table_id)).order_by(t.table_id)
+        async with self.db.tx(write=False, single=True) as conn:
+            return [table_of(r) for r in (await conn.execute(stmt.limit(limit))).all()]
 
     async def stats(self) -> dict[str, int]:
         async with self.db.tx(write=False) as conn:

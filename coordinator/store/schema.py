@@ -53,6 +53,10 @@ owned_tables = Table(
     Column("dropped_name", String(800), nullable=True),
     UniqueConstraint("location", name="uq_owned_tables_location"),
 )
+# The locations in byte order (migration 0007), whatever the database's collation: PostgreSQL's in the ``C``
+# collation (Alembic reflects it by its column, without the collation), for the range "every table below a path"
+# (store/tables.py, ``Tables.near``). On SQLite, which compares bytes, it repeats the unique index.
+Index("ix_owned_tables_location_bytes", owned_tables.c.location, postgresql_ops={"location": 'COLLATE "C"'})
 
 commits = Table(
     "commits",

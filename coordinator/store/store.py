@@ -73,6 +73,10 @@ class OwnershipStore:
     async def list_tables(self) -> list[TableRow]:
         return await self.tables.list_tables()
 
+    async def tables_near(self, location: str) -> list[TableRow]:
+        """The tables at, above or below the normalized ``location``, read through the location's index."""
+        return await self.tables.near(location)
+
     async def set_not_accepting(self, table_id: str, status: str, reason: str) -> None:
         await self.tables.set_not_accepting(table_id, status, reason)
 
@@ -128,8 +132,23 @@ class OwnershipStore:
     async def tables_behind(self, limit: int = 1000) -> list[str]:
         return await self.backlog.tables_behind(limit)
 
-    async def oldest_unbackfilled(self) -> dict[str, int]:
-        return await self.backlog.oldest_unbackfilled()
+    async def behind(self, limit: int | None = None) -> list[tuple[TableRow, int]]:
+        return await self.backlog.behind(limit)
+
+    async def table_counts(self) -> dict[str, int]:
+        return await self.backlog.counts()
+
+    async def stopped_tables(self, limit: int) -> list[TableRow]:
+        return await self.backlog.stopped(limit)
+
+    async def first_tables(self, limit: int) -> list[TableRow]:
+        return await self.backlog.first(limit)
+
+    async def tables_active_since(self, ms: int) -> list[TableRow]:
+        return await self.backlog.active_since(ms)
+
+    async def live_tables_after(self, table_id: str, limit: int) -> list[TableRow]:
+        return await self.backlog.live_after(table_id, limit)
 
     async def stats(self) -> dict[str, int]:
         return await self.backlog.stats()

@@ -30,8 +30,11 @@ from typing import Any
 
 import pytest
 import yaml
+from sqlalchemy.engine import make_url
 
+from client import CommitOwnerClient
 from coordinator.security.tokens import split_token
+from coordinator.store.engine import check_database_url
 from tests.conftest import MotoServer
 from tests.support import ROOT, free_port, wait_http
 
@@ -109,19 +112,21 @@ def pinned(image: str) -> bool:
     repo = name.rsplit("/", 1)[-1]
     if repo in ("minio", "mc"):
         return bool(MINIO_RELEASE.match(tag))
-    version = re.match(r"^(\d+(?:\.\d+)*)(?:-[a-z0-9.-]+)?$", tag)
+    version = re.match(r"^v?(\d+(?:\.\d+)*)(?:-[a-z0-9.-]+)?$", tag)  # etcd's tags: v3.5.17
     return bool(version) and version.group(1).count(".") + 1 >= VERSION_PARTS.get(repo, 3)
 
 
 def test_every_image_is_pinned_to_an_exact_version() -> None:
     assert not pinned("postgres:16") and not pinned("minio/minio:latest") and not pinned("minio/mc")
     assert not pinned("python:3.11-slim") and pinned("python:3.11.11-slim-bookworm") and pinned("postgres:16.6")
-    built = {s["image"] for s in compose_file()["services"].values() if "build" in s}
-    assert built == {"delta-commit-owner:local"}  # the image this file builds, from the Dockerfile below
+    assert not pinned("quay.io/coreos/etcd:v3.5") and pinned("quay.io/coreos/etcd:v3.5.17")
+    built = {s["image"]: s["build"] for s in compose_file()["services"].values() if "build" in s}
+    # the images this file builds, from the Dockerfiles below (the Patroni node's for the `ha` profile)
+    assert built == {"delta-commit-owner:local": ".", "delta-commit-owner-patroni:local": "docker/patroni"}
     pulled = [s["image"] for s in compose_file()["services"].values() if "build" not in s]
-    assert len(pulled) == 3
-    froms = re.findall(r"^FROM (\S+)", (ROOT / "Dockerfile").read_text(), re.M)
-    assert len(froms) == 2
+    assert len(pulled) == 4
+    froms = [f for d in built.values() for f in re.findall(r"^FROM (\S+)", (ROOT / d / "Dockerfile").read_text(), re.M)]
+    assert len(froms) == 3
     for image in [*pulled, *froms]:
         assert pinned(image), f"{image} is not pinned to an exact version"
 
@@ -136,7 +141,7 @@ def test_every_port_is_published_on_the_loopback_address_only() -> None:
                 assert re.fullmatch(r"127\.0\.0\.1:\d+:\d+", str(port)), (name, port)
             published.append(port)
         assert "network_mode" not in service, name  # `host` would publish everything on every address
-    assert len(published) == 3  # the owner, MinIO's API and console
+    assert len(published) == 4  # the owner, MinIO's API and console, the `ha` profile's owner
 
 
 def test_a_maintenance_worker_runs_beside_the_owner_with_its_settings() -> None:
@@ -149,6 +154,42 @@ def test_a_maintenance_worker_runs_beside_the_owner_with_its_settings() -> None:
                 "COMMIT_OWNER_S3_ACCESS_KEY_ID", "COMMIT_OWNER_S3_SECRET_ACCESS_KEY"):
         assert env[key] == owner_env[key], key  # the same database and bucket as the owner's
     assert service_process("maintain", {"MAINTAIN_EVERY_SECONDS": "60"})[0][-1] == "60"
+
+
+def test_the_ha_profile_runs_three_patroni_nodes_with_the_tested_settings_and_an_owner_on_all_of_them() -> None:
+    """docker-compose.yml's `ha` profile keeps the settings tests/reliability/test_patroni.py fails over."""
+    services = compose_file()["services"]
+    ha = sorted(name for name, s in services.items() if "ha" in s.get("profiles", []))
+    assert ha == ["etcd", "owner-ha", "patroni1", "patroni2", "patroni3"]
+    assert not [n for n, s in services.items() if n not in ha and s.get("profiles")]  # the rest starts by default
+    nodes = {n: services[n] for n in ("patroni1", "patroni2", "patroni3")}
+    for name, node in nodes.items():
+        env = node["environment"]
+        assert env["PATRONI_NAME"] == name and env["PATRONI_ETCD3_HOSTS"] == "etcd:2379"
+        assert env["PATRONI_POSTGRESQL_CONNECT_ADDRESS"] == f"{name}:5432"
+        assert env["PATRONI_RESTAPI_CONNECT_ADDRESS"] == f"{name}:8008"
+        assert node["volumes"] == [f"{name}:/var/lib/postgresql/patroni"]  # a data folder each
+        assert node["depends_on"]["etcd"]["condition"] == "service_healthy"
+    conf = yaml.safe_load((ROOT / "docker" / "patroni" / "patroni.yml").read_text())
+    dcs = conf["bootstrap"]["dcs"]
+    assert dcs["synchronous_mode"] is True and dcs["synchronous_mode_strict"] is True
+    assert dcs["primary_start_timeout"] == 0 and dcs["postgresql"]["use_pg_rewind"] is True
+    assert dcs["loop_wait"] + 2 * dcs["retry_timeout"] <= dcs["ttl"]  # Patroni's own rule
+    assert (ROOT / "docker" / "patroni" / conf["bootstrap"]["post_bootstrap"].rsplit("/", 1)[-1]).exists()
+
+    argv, env, owner = service_process("owner-ha", {"OWNER_ADMIN_TOKEN": "x"})
+    assert argv == owner_process({"OWNER_ADMIN_TOKEN": "x"})[0]  # migrate, import the token, serve: as `owner`
+    url = env["COMMIT_OWNER_DATABASE_URL"]
+    check_database_url(url)  # libpq's parser accepts every parameter
+    q = make_url(url).query
+    assert q["host"] == "patroni1,patroni2,patroni3" and q["target_session_attrs"] == "read-write"
+    assert all(f"{n}" in owner["depends_on"] for n in nodes)
+    # the owner answers (503, retryable) well inside a failover; a writer's default deadline outlasts one
+    client_deadline = CommitOwnerClient("http://127.0.0.1:1").deadline
+    failover = dcs["ttl"] + dcs["loop_wait"]
+    assert float(env["COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS"]) < dcs["ttl"]
+    assert client_deadline > failover + float(env["COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS"]) \
+        + 3 * float(env["COMMIT_OWNER_DB_CONNECT_TIMEOUT_SECONDS"])
 
 
 @pytest.fixture

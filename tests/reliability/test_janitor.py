@@ -129,3 +129,52 @@ def test_service_janitor_removes_orphans_on_s3_after_the_safe_age(request: pytes
         assert ratified <= left and undecided in left and orphan not in left
     finally:
         svc.stop()
+
+
+async def test_a_service_round_lists_the_active_tables_and_a_slice_of_the_rest(request: pytest.FixtureRequest) -> None:
+    """A round of the service's janitor costs what changed plus a fixed slice, not a LIST per table; every table
+    is still looked at within janitor_full_round_seconds, so an orphan in a quiet table goes too."""
+    import sqlite3
+
+    from coordinator.ops.commands import _open
+    from coordinator.ops.janitor import Janitor
+    from coordinator.settings import Settings
+
+    backend = make_backend(request, "sqlite", "local", "rel-janitor-rounds")
+    svc = Service(backend, extra_env={"COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0"}).start()
+    try:
+        tables = [create_owned_table(svc) for _ in range(10)]
+        c = svc.client()
+        orphans = {}
+        for table_id, loc in tables:
+            orphans[table_id] = _leave_orphan(backend, loc, 1)  # then version 1 went to another commit
+            c.commit(table_id, 1, actions())
+            _age(backend, loc, orphans[table_id], 3600)
+    finally:
+        svc.stop()
+    active = tables[0][0]
+    db = sqlite3.connect(backend.database_url.split("///", 1)[1])
+    with db:  # nine tables quiet for two hours (their last commit and their row), one active now
+        db.execute("UPDATE owned_tables SET last_commit_at = ?, updated_at = ?",
+                   (int(time.time() * 1000) - 7_200_000, int(time.time() * 1000) - 7_200_000))
+        db.execute("UPDATE owned_tables SET updated_at = ? WHERE table_id = ?", (int(time.time() * 1000), active))
+    db.close()
+    # A round every 60 s, every table within 300 s: 5 rounds, a slice of ceil(10 / 5) = 2 quiet tables each.
+    settings = Settings.load({"database_url": backend.database_url, "request_timeout_seconds": 2.0,
+                              "janitor_min_age_seconds": 60.0, "janitor_interval_seconds": 60.0,
+                              "janitor_full_round_seconds": 300.0}, environ={})
+    async with _open(settings) as (store, storage):
+        janitor = Janitor(store, storage, settings)
+        looked: list[int] = []
+        for n in range(5):
+            rep = await janitor.run_once(every_table=False)
+            looked.append(rep.tables)
+            assert rep.errors == 0
+            if n == 0:  # the active table is looked at in the first round
+                assert orphans[active] not in backend.list(f"{tables[0][1]}/_delta_log/_commits")
+        full = await janitor.run_once(dry_run=True)  # what `commit-owner janitor` does: every table
+    assert all(n <= 3 for n in looked), looked  # the active table and a slice of two
+    assert sum(looked) >= 10, looked
+    assert full.tables == 10 and full.orphans == 0
+    for table_id, loc in tables:
+        assert orphans[table_id] not in backend.list(f"{loc}/_delta_log/_commits"), table_id
