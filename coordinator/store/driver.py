@@ -89,8 +89,8 @@ class Driver:
         self._compiled: dict[ClauseElement, Statement] = {}
 
     def statement(self, stmt: ClauseElement) -> Statement:
-        """``stmt`` compiled for this dialect, on its first use (the statements are built once, so each
-        is compiled once)."""
+        """``stmt`` compiled for this dialect, on its first use, and kept. ``stmt`` must be built once (the
+        builders are cached): a statement built per call would be compiled, and kept, per call."""
         got = self._compiled.get(stmt)
         if got is None:
             got = self._compiled[stmt] = Statement(stmt, self.dialect)
