@@ -1,7 +1,9 @@
 """The one seam between PostgreSQL and SQLite: everything the store does differently on each, chosen once
 from the engine (``dialect_for``) and held by the store's ``Db``.
 
-What differs is how a unit of work reaches the database, never what it decides (``rules.py``):
+What differs is how a unit of work reaches the database, never what it decides (``rules.py``). Every
+statement here is built once from those rules and runs precompiled on the driver connection of ``Db.tx``
+(``driver.py``, which also says whether an UPDATE matched):
 
 * PostgreSQL runs a single statement in autocommit mode (atomic by itself: one round trip instead of
   BEGIN, the statement, COMMIT); SQLite serialises writers in-process (one writer at a time: this avoids
