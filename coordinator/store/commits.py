@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sqlalchemy import and_, bindparam, select, update
@@ -36,7 +36,7 @@ from .group import Group
 from .rows import CommitRow, TableRow, now_ms
 from .rules import BOUND, acceptance, mark_params, ratify_params
 from .schema import commits, owned_tables
-from .tables import table_of
+from .tables import table_from
 
 
 class _StateMoved(Exception):
@@ -90,14 +90,21 @@ class Commits:
             return [None] * len(items)
         return [got[r.table_id] for r, _ in items]
 
+    async def _judged(self, row: CommitRow, max_unbackfilled: int) -> dict[str, Any]:
+        """The table row as ``row`` finds it, with whether each clause of the rule holds (``ok_<clause>``).
+        Raises TableNotFoundError."""
+        stmt = self.db.driver.statement(_judgement())
+        async with self.db.tx(write=False, single=True) as conn:
+            rows = await self.db.driver.rows(conn, stmt, ratify_params(row, max_unbackfilled))
+        if not rows:
+            raise TableNotFoundError(f"no table with id {row.table_id}")
+        return stmt.mappings(rows)[0]
+
     async def _classify(self, row: CommitRow, max_unbackfilled: int) -> CommitRow:
         """After a lost UPDATE: the earlier row when this is an idempotent replay, else the refusal of the first
         clause of the rule that fails on the table row as it is now."""
-        async with self.db.tx(write=False, single=True) as conn:
-            r = (await conn.execute(_judgement(), ratify_params(row, max_unbackfilled))).first()
-        if r is None:
-            raise TableNotFoundError(f"no table with id {row.table_id}")
-        table = table_of(r)
+        r = await self._judged(row, max_unbackfilled)
+        table = table_from(r)
         prior = await self.replay(row.table_id, row.idempotency_key, row.version, row.content_sha256,
                                   table.reported_latest)
         if prior is not None:
@@ -113,11 +120,8 @@ class Commits:
         """The refusal of the first clause of the rule that fails for ``row`` on its table row as it is now;
         None when nothing refuses it any more. Raises TableNotFoundError. (A multi-table transaction's
         classification of each table that refused it, store/transactions.py.)"""
-        async with self.db.tx(write=False, single=True) as conn:
-            r = (await conn.execute(_judgement(), ratify_params(row, max_unbackfilled))).first()
-        if r is None:
-            raise TableNotFoundError(f"no table with id {row.table_id}")
-        return refusal_of(r, table_of(r), row, max_unbackfilled)
+        r = await self._judged(row, max_unbackfilled)
+        return refusal_of(r, table_from(r), row, max_unbackfilled)
 
     async def replay(self, table_id: str, key: str, version: int, sha256: str,
                      latest_table_version: int | None) -> CommitRow | None:
@@ -128,7 +132,7 @@ class Commits:
         on a primary that has not yet replicated it (a plain read sees it once the primary stops waiting for
         its standby). So a found row is settled (``Dialect.settle``) before it is returned to be
         acknowledged: a replay is acked only as durable as a fresh commit (docs/decisions.md)."""
-        prior = await self._find_commit(commits.c.table_id == table_id, commits.c.idempotency_key == key)
+        prior = await self._find_commit(table_id, "idempotency_key", key)
         if prior is None:
             return None
         if prior.version == version and prior.content_sha256 == sha256:
@@ -142,7 +146,7 @@ class Commits:
     # -- reads --------------------------------------------------------------------------------------
 
     async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
-        return await self._find_commit(commits.c.table_id == table_id, commits.c.version == version)
+        return await self._find_commit(table_id, "version", version)
 
     async def replayed(self, table_id: str, version: int, file_name: str) -> CommitRow | None:
         """Version ``version`` when it was ratified as ``file_name`` (the retry of that commit), settled as
@@ -153,10 +157,12 @@ class Commits:
         await self.db.dialect.settle(self.db)
         return prior
 
-    async def _find_commit(self, *cond: Any) -> CommitRow | None:
+    async def _find_commit(self, table_id: str, column: str, value: Any) -> CommitRow | None:
+        """The commit row of ``table_id`` whose ``column`` (a unique key with the table id) is ``value``."""
+        stmt = self.db.driver.statement(_commit_by(column))
         async with self.db.tx(write=False, single=True) as conn:
-            r = (await conn.execute(select(commits).where(and_(*cond)))).first()
-        return _commit(r) if r is not None else None
+            rows = await self.db.driver.rows(conn, stmt, {"p_table_id": table_id, "p_value": value})
+        return CommitRow(**stmt.mappings(rows)[0]) if rows else None
 
     async def get_commits(
         self, table_id: str, start: int | None, end: int | None, *, backfilled: bool = False,
@@ -165,18 +171,15 @@ class Commits:
         """The table and its unbackfilled commits in ``[start, end]``, ascending, read in one statement;
         with ``backfilled`` every ratified commit in the range (the rows are kept after publication); with
         ``limit`` the first ``limit`` of them."""
-        stmt = _get_commits_statement(start is not None, end is not None, backfilled, limit is not None)
+        stmt = self.db.driver.statement(
+            _get_commits_statement(start is not None, end is not None, backfilled, limit is not None))
+        params = {"p_table_id": table_id, "p_start": start, "p_end": end, "p_limit": limit}
         async with self.db.tx(write=False, single=True) as conn:
-            rows = (await conn.execute(stmt, {"p_table_id": table_id, "p_start": start, "p_end": end,
-                                              "p_limit": limit})).all()
+            rows = stmt.mappings(await self.db.driver.rows(conn, stmt, params))
         if not rows:
             raise TableNotFoundError(f"no table with id {table_id}")
-        out = []
-        for r in rows:
-            m = r._mapping
-            if m["c_version"] is not None:
-                out.append(CommitRow(**{c.name: m["c_" + c.name] for c in commits.c}))
-        return table_of(rows[0]), out
+        out = [CommitRow(**{c.name: m["c_" + c.name] for c in commits.c}) for m in rows if m["c_version"] is not None]
+        return table_from(rows[0]), out
 
     async def commits_from(self, table_id: str, start: int, limit: int) -> tuple[TableRow, list[CommitRow]]:
         """The table and its ratified commits from ``start`` on (published or not), ascending, at most ``limit``,
@@ -280,10 +283,10 @@ _REFUSALS: dict[str, Callable[[TableRow, CommitRow, int], CommitFailedError]] = 
 assert list(_REFUSALS) == list(acceptance(BOUND)), "every clause of the rule has its refusal, in the rule's order"
 
 
-def refusal_of(judged: Any, table: TableRow, row: CommitRow, cap: int) -> CommitFailedError | None:
+def refusal_of(judged: Mapping[str, Any], table: TableRow, row: CommitRow, cap: int) -> CommitFailedError | None:
     """The refusal of the first clause that fails in ``judged`` (a row of ``_judgement``), None if none does."""
     for clause, refusal in _REFUSALS.items():
-        if not judged._mapping["ok_" + clause]:
+        if not judged["ok_" + clause]:
             return refusal(table, row, cap)
     return None
 
@@ -294,6 +297,13 @@ def _judgement() -> Any:
     t = owned_tables.c
     return (select(owned_tables, *[ok.label("ok_" + clause) for clause, ok in acceptance(BOUND).items()])
             .where(t.table_id == BOUND.table_id))
+
+
+@functools.cache
+def _commit_by(column: str) -> Any:
+    """The commit row of table ``p_table_id`` whose ``column`` is ``p_value``."""
+    c = commits.c
+    return select(commits).where(and_(c.table_id == bindparam("p_table_id"), c[column] == bindparam("p_value")))
 
 
 @functools.cache

@@ -26,6 +26,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from client.contract.errors import UnavailableError
 
 from .dialect import Dialect, dialect_for
+from .driver import Driver, driver_for
 from .engine import shut_socket
 
 
@@ -41,6 +42,7 @@ class Db:
     def __init__(self, engine: AsyncEngine, what: str = "ownership store") -> None:
         self.engine = engine
         self.dialect: Dialect = dialect_for(engine)
+        self.driver: Driver = driver_for(engine)  # the hot statements, run on the driver connection of ``tx``
         self.what = what  # named in the UnavailableError's message
         self.timeout = engine_deadline(engine)  # <= 0: none
 

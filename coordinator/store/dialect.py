@@ -1,7 +1,9 @@
 """The one seam between PostgreSQL and SQLite: everything the store does differently on each, chosen once
 from the engine (``dialect_for``) and held by the store's ``Db``.
 
-What differs is how a unit of work reaches the database, never what it decides (``rules.py``):
+What differs is how a unit of work reaches the database, never what it decides (``rules.py``). Every
+statement here is built once from those rules and runs precompiled on the driver connection of ``Db.tx``
+(``driver.py``, which also says whether an UPDATE matched):
 
 * PostgreSQL runs a single statement in autocommit mode (atomic by itself: one round trip instead of
   BEGIN, the statement, COMMIT); SQLite serialises writers in-process (one writer at a time: this avoids
@@ -105,10 +107,9 @@ class SQLite(Dialect):
 
     async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
         async with db.tx() as conn:
-            res = await conn.execute(_one_row(releases), params)
-            if res.rowcount != 1:
+            if not await db.driver.matched(conn, _one_row(releases), params):
                 return False
-            await conn.execute(commits.insert(), commit_values(row))
+            await db.driver.run(conn, commits.insert(), commit_values(row))
             return True
 
     async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int]], now: int) -> dict[str, bool | None]:
@@ -118,25 +119,25 @@ class SQLite(Dialect):
         out: dict[str, bool | None] = {}
         async with db.tx() as conn:
             for row, cap in ordered:
-                res = await conn.execute(_guarded(), ratify_params(row, cap, now))
-                if res.rowcount == 1:
-                    await conn.execute(commits.insert(), commit_values(row))
-                out[row.table_id] = res.rowcount == 1
+                won = await db.driver.matched(conn, _guarded(), ratify_params(row, cap, now))
+                if won:
+                    await db.driver.run(conn, commits.insert(), commit_values(row))
+                out[row.table_id] = won
         return out
 
     async def mark_one(self, db: Db, params: dict[str, Any]) -> None:
         rows, table = _marks()
         async with db.tx() as conn:
-            await conn.execute(rows, params)
-            await conn.execute(table, params)
+            await db.driver.run(conn, rows, params)
+            await db.driver.run(conn, table, params)
 
     async def mark_many(self, db: Db, ordered: list[tuple[str, int]], now: int) -> set[str]:
         rows, table = _marks()
         async with db.tx() as conn:
             for t, up_to in ordered:
                 p = mark_params(t, up_to, now)
-                await conn.execute(rows, p)
-                await conn.execute(table, p)
+                await db.driver.run(conn, rows, p)
+                await db.driver.run(conn, table, p)
         return {t for t, _ in ordered}
 
 
@@ -153,29 +154,29 @@ class PostgreSQL(Dialect):
 
     async def settle(self, db: Db) -> None:
         async with db.tx(single=True) as conn:
-            await conn.execute(_SETTLE)
+            await db.driver.run(conn, _SETTLE, {})
 
     async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
         async with db.tx(single=True) as conn:
-            return (await conn.execute(_pg_ratify(releases), params)).first() is not None
+            return bool(await db.driver.run(conn, _pg_ratify(releases), params))
 
     async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int]], now: int) -> dict[str, bool | None]:
         if len(ordered) == 1:
             row, cap = ordered[0]
             async with db.tx(single=True) as conn:
-                judged, won = (await conn.execute(_pg_ratify_lone(), ratify_params(row, cap, now))).one()
+                (judged, won), = await db.driver.run(conn, _pg_ratify_lone(), ratify_params(row, cap, now))
             return {row.table_id: bool(won) if judged else None}
         arrays: dict[str, Any] = {"a_" + n: [getattr(r, n) for r, _ in ordered] for n in RATIFIED}
         arrays["a_max_unbackfilled"] = [cap for _, cap in ordered]
         arrays["p_now"] = now
         async with db.tx(single=True) as conn:
-            rows = (await conn.execute(_pg_ratify_many(), arrays)).all()
+            rows = await db.driver.run(conn, _pg_ratify_many(), arrays)
         return {t: (bool(won) if judged else None) for t, judged, won in rows}
 
     async def mark_one(self, db: Db, params: dict[str, Any]) -> None:
         # PostgreSQL runs a data-modifying WITH exactly once even when nothing reads it: one atomic statement.
         async with db.tx(single=True) as conn:
-            await conn.execute(_pg_mark(), params)
+            await db.driver.run(conn, _pg_mark(), params)
 
     async def mark_many(self, db: Db, ordered: list[tuple[str, int]], now: int) -> set[str]:
         if len(ordered) == 1:
@@ -185,7 +186,7 @@ class PostgreSQL(Dialect):
             stmt, params = _pg_mark_many(), {"a_table_id": [t for t, _ in ordered],
                                              "a_up_to": [u for _, u in ordered], "p_now": now}
         async with db.tx(single=True) as conn:
-            return {r[0] for r in (await conn.execute(stmt, params)).all()}
+            return {r[0] for r in await db.driver.run(conn, stmt, params)}
 
 
 # -- the statements, built once with bound parameters (building one per call cost more CPU than running it) -

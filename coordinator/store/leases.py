@@ -6,7 +6,10 @@ the holder's. A dead holder's lease expires; nothing else ever breaks one.
 
 from __future__ import annotations
 
-from sqlalchemy import and_, or_, update
+import functools
+from typing import Any
+
+from sqlalchemy import and_, bindparam, or_, update
 
 from .db import Db
 from .rows import now_ms
@@ -20,20 +23,30 @@ class Leases:
     async def acquire_lease(self, table_id: str, holder: str, ttl_seconds: float) -> bool:
         """Take or renew the table's backfill lease if it is free, expired or already ours (a conditional UPDATE)."""
         ts = now_ms()
-        t = owned_tables.c
+        params = {"p_table_id": table_id, "p_holder": holder, "p_now": ts, "p_expires": ts + int(ttl_seconds * 1000)}
         async with self.db.tx(single=True) as conn:
-            res = await conn.execute(
-                update(owned_tables)
-                .where(and_(t.table_id == table_id,
-                            or_(t.lease_owner.is_(None), t.lease_owner == holder, t.lease_expires_at < ts)))
-                .values(lease_owner=holder, lease_expires_at=ts + int(ttl_seconds * 1000))
-            )
-            return res.rowcount == 1
+            return await self.db.driver.matched(conn, _acquire(), params)
 
     async def release_lease(self, table_id: str, holder: str) -> None:
-        t = owned_tables.c
         async with self.db.tx(single=True) as conn:
-            await conn.execute(
-                update(owned_tables).where(and_(t.table_id == table_id, t.lease_owner == holder))
-                .values(lease_owner=None, lease_expires_at=None)
-            )
+            await self.db.driver.run(conn, _release(), {"p_table_id": table_id, "p_holder": holder})
+
+
+# The statements, built once (the driver runs them precompiled: ``driver.py``).
+
+@functools.cache
+def _acquire() -> Any:
+    t = owned_tables.c
+    holder = bindparam("p_holder", type_=t.lease_owner.type)
+    return (update(owned_tables)
+            .where(and_(t.table_id == bindparam("p_table_id"),
+                        or_(t.lease_owner.is_(None), t.lease_owner == holder, t.lease_expires_at < bindparam("p_now"))))
+            .values(lease_owner=holder, lease_expires_at=bindparam("p_expires", type_=t.lease_expires_at.type)))
+
+
+@functools.cache
+def _release() -> Any:
+    t = owned_tables.c
+    return (update(owned_tables)
+            .where(and_(t.table_id == bindparam("p_table_id"), t.lease_owner == bindparam("p_holder")))
+            .values(lease_owner=None, lease_expires_at=None))

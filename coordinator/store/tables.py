@@ -7,9 +7,10 @@ the fact, never checked before acting.
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from client.contract.errors import AlreadyExistsError, NotFoundError, TableAlreadyExistsError, TableNotFoundError
@@ -136,11 +137,12 @@ class Tables:
             return res.rowcount == 1
 
     async def get_table(self, table_id: str) -> TableRow:
+        stmt = self.db.driver.statement(_table_by_id())  # (the backfiller's read of a table it sweeps)
         async with self.db.tx(write=False, single=True) as conn:
-            row = (await conn.execute(named_tables().where(owned_tables.c.table_id == table_id))).first()
-        if row is None:
+            rows = await self.db.driver.rows(conn, stmt, {"p_table_id": table_id})
+        if not rows:
             raise TableNotFoundError(f"no table with id {table_id}")
-        return table_of(row)
+        return table_from(stmt.mappings(rows)[0])
 
     async def find_table(self, location: str) -> TableRow:
         async with self.db.tx(write=False, single=True) as conn:
@@ -205,9 +207,18 @@ def named_tables(whole_name: bool = False) -> Any:
         owned_tables.outerjoin(table_names, table_names.c.table_id == owned_tables.c.table_id))
 
 
+@functools.cache
+def _table_by_id() -> Any:
+    return named_tables().where(owned_tables.c.table_id == bindparam("p_table_id"))
+
+
 def table_of(r: Any) -> TableRow:
     """The TableRow of a result row holding owned_tables' columns (and, from ``named_tables``, its name)."""
-    m = r._mapping
+    return table_from(r._mapping)
+
+
+def table_from(m: Mapping[str, Any]) -> TableRow:
+    """The TableRow of a mapping holding owned_tables' columns (and, from ``named_tables``, its name)."""
     name = full_name(*(m["n_" + p] for p in _NAME_PARTS)) if m.get("n_name") is not None else None
     return TableRow(**{f: m[f] for f in TableRow.__dataclass_fields__ if f in m and f != "name"}, name=name)
 
