@@ -65,6 +65,7 @@ class TableTurns:
         self.wait_seconds = wait_seconds
         self._engine: AsyncEngine | None = None
         self._in_use = 0
+        self._held: set[AsyncConnection] = set()
 
     async def take(self, table_id: str) -> Held | None:
         """Wait (at most ``wait_seconds``) for ``table_id``'s turn; None when it was not taken (raises nothing)."""
@@ -80,6 +81,8 @@ class TableTurns:
             if held is None:
                 await conn.close()
                 self._in_use -= 1
+            else:
+                self._held.add(conn)
             return held
         except Exception as e:  # no turn: the proposal races, as it would without one
             log.debug("no turn for table %s: %s", table_id, type(e).__name__)
@@ -92,6 +95,7 @@ class TableTurns:
 
     async def give(self, held: Held) -> None:
         """Let the next process in (raises nothing: a failed unlock drops the connection, and the lock with it)."""
+        self._held.discard(held.conn)
         try:
             await asyncio.wait_for(held.conn.execute(select(func.pg_advisory_unlock(LOCK_CLASS,
                                                                                      lock_key(held.table_id)))),
@@ -105,6 +109,12 @@ class TableTurns:
             self._in_use -= 1
 
     async def close(self) -> None:
+        """Drop every turn still held (their connections, and so their locks) and the engine."""
+        for conn in list(self._held):
+            with contextlib.suppress(Exception):
+                await conn.invalidate()
+                await conn.close()
+        self._held.clear()
         if self._engine is not None:
             await self._engine.dispose()
             self._engine = None
@@ -120,7 +130,9 @@ class TableTurns:
         got = (await conn.execute(select(func.pg_try_advisory_lock(LOCK_CLASS, key)))).scalar()
         waited = not got
         if waited:
-            await conn.execute(text(f"SET lock_timeout = {max(1, int(self.wait_seconds * 1000))}"))
+            if not conn.info.get("turn_lock_timeout"):  # once per connection: the wait's bound
+                await conn.execute(text(f"SET lock_timeout = {max(1, int(self.wait_seconds * 1000))}"))
+                conn.info["turn_lock_timeout"] = True
             try:
                 await conn.execute(select(func.pg_advisory_lock(LOCK_CLASS, key)))
             except Exception:  # lock_timeout: the holder kept it too long; race instead
