@@ -115,6 +115,16 @@ class _Turn:
             self.recent.append(commit)  # (an idempotent replay of an older version is not news)
         self.saw(commit["version"])
 
+    def learned(self, commits: list[dict[str, Any]]) -> None:
+        """Keep ``commits`` (consecutive, read from the database: another process ratified some) beside the ones
+        this process ratified, so that the next losers of a shared table are answered from memory too."""
+        if not commits:
+            return
+        kept = {c["version"]: c for c in self.recent or ()}
+        kept.update((c["version"], c) for c in commits)
+        self.recent = deque((kept[v] for v in sorted(kept)), maxlen=RECENT_COMMITS_KEPT)
+        self.saw(commits[-1]["version"])
+
     def unseen(self, version: int, limit: int) -> list[dict[str, Any]] | None:
         """The commits from ``version`` to ``latest`` when this process ratified every one of them (and they
         are within ``limit``); else None. Starts keeping commits on a table's first conflict."""
@@ -551,6 +561,8 @@ class CommitService:
         err.latest_table_version = table.reported_latest
         err.unseen_commits = [r.to_json(table.location, table.commit_dir) for r in rows]
         err.unseen_commits_complete = [r.version for r in rows] == list(range(version, table.latest_version + 1))
+        if turn is not None and err.unseen_commits_complete:
+            turn.learned(err.unseen_commits)  # a table other processes commit to too (decision 52)
 
     async def find_table(self, location: str) -> TableRow:
         """The table registered at ``location``. Raises TableNotFoundError."""
