@@ -130,3 +130,14 @@ async def test_sqlite_services_race_and_nobody_waits(inproc: InProcess, other: I
     lost_with_slot(await propose(s2, table_id, 2, "b"), "b", 1)
     assert (await propose(s2, table_id, 3, "b"))[0] == 200
     assert (await s1.get_commits(table_id))["latestTableVersion"] == 3
+
+
+async def test_a_table_no_other_service_commits_to_never_takes_the_turn(inproc: InProcess) -> None:
+    s = inproc
+    table_id, _ = await s.create_table()
+    await s.commit_ok(table_id, 1)
+    lost_with_slot(await propose(s, table_id, 1, "b"), "b", 1)  # a loser of this process: told from memory
+    for version, ticket in ((2, "a"), (3, "b"), (4, "a")):
+        assert (await propose(s, table_id, version, ticket))[0] == 200
+    across = s.service._turn(table_id).across
+    assert across is not None and across.shared_until == 0.0 and across.idle  # no statement spent on a turn
