@@ -57,6 +57,11 @@ class Across:
         if self.turns is not None and self.turns.enabled:
             self.shared_until = time.monotonic() + SHARED_SECONDS
 
+    @property
+    def shared(self) -> bool:
+        """Whether another process raced for this table within ``SHARED_SECONDS``."""
+        return time.monotonic() < self.shared_until
+
     async def enter(self, waiting: int) -> int | None:
         """Before the head of this process's line proposes (``waiting`` tickets in line): hold the table's turn
         if the table is shared. Returns the table's latest version when the turn was just taken (else None)."""
@@ -66,7 +71,7 @@ class Across:
         if self.held is not None:
             self.in_use = True
             return None
-        if self.turns is None or time.monotonic() >= self.shared_until:
+        if self.turns is None or not self.shared:
             return None
         held = await self.turns.take(self.table_id)
         if held is None:

@@ -561,7 +561,7 @@ class CommitService:
         err.latest_table_version = table.reported_latest
         err.unseen_commits = [r.to_json(table.location, table.commit_dir) for r in rows]
         err.unseen_commits_complete = [r.version for r in rows] == list(range(version, table.latest_version + 1))
-        if turn is not None and err.unseen_commits_complete:
+        if turn is not None and turn.across is not None and turn.across.shared and err.unseen_commits_complete:
             turn.learned(err.unseen_commits)  # a table other processes commit to too (decision 52)
 
     async def find_table(self, location: str) -> TableRow:
