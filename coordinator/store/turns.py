@@ -84,13 +84,15 @@ class TableTurns:
             else:
                 self._held.add(conn)
             return held
-        except Exception as e:  # no turn: the proposal races, as it would without one
+        except BaseException as e:  # no turn: the proposal races, as it would without one
             log.debug("no turn for table %s: %s", table_id, type(e).__name__)
             if conn is not None:
-                with contextlib.suppress(Exception):
+                with contextlib.suppress(BaseException):
                     await conn.invalidate()  # its locks, if any, go with it
                     await conn.close()
             self._in_use -= 1
+            if not isinstance(e, Exception):  # cancelled: the request went away
+                raise
             return None
 
     async def give(self, held: Held) -> None:
