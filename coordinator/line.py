@@ -14,8 +14,9 @@ They cannot stall the line (a head that loses a version to one keeps its turn an
 line cannot starve them (the head is one more racer, never a lock on the table).
 
 The database still decides every race: the line only chooses which of this process's proposals goes to the
-database and when. With several processes (``serve --workers``) each has its own line and their heads race
-there; a ticket is known only to the process that saw it, so a writer that keeps its connection stays in line.
+database and when. With several processes (``serve --workers``) each has its own line; a ticket is known only
+to the process that saw it, so a writer that keeps its connection stays in line. Once processes race for a
+table, the heads of their lines take the table's turn among processes in order (``coordinator/across.py``).
 """
 
 from __future__ import annotations

@@ -45,6 +45,7 @@ from client.contract.layout import (
 )
 from coordinator.security.roots import check_allowed, check_local_log, parse_root, parse_roots
 
+from .across import Across
 from .columns import columns_of_metadata, properties_of_metadata
 from .commit_body import ClockRule, CommitBody, parse_commit_body
 from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names, newest_version
@@ -87,11 +88,12 @@ class _Turn:
     database. The database stays the judge of every proposal that might win.
     """
 
-    __slots__ = ("lock", "latest", "recent", "queued", "line")
+    __slots__ = ("lock", "latest", "recent", "queued", "line", "across")
 
-    def __init__(self, turn_seconds: float = 0.0) -> None:
+    def __init__(self, turn_seconds: float = 0.0, across: Across | None = None) -> None:
         self.lock = asyncio.Lock()
         self.line = Line(turn_seconds)  # the ticketed writers waiting for the table's turn (decision 48)
+        self.across = across  # the table's turn among processes (decision 53); None: the line is off
         self.latest = -1
         self.queued = 0  # proposals waiting for the lock
         # The last commits this process ratified (their JSON), kept once the table saw a conflict: losers are
@@ -112,6 +114,16 @@ class _Turn:
         if self.recent is not None and (not self.recent or commit["version"] > self.recent[-1]["version"]):
             self.recent.append(commit)  # (an idempotent replay of an older version is not news)
         self.saw(commit["version"])
+
+    def learned(self, commits: list[dict[str, Any]]) -> None:
+        """Keep ``commits`` (consecutive, read from the database: another process ratified some) beside the ones
+        this process ratified, so that the next losers of a shared table are answered from memory too."""
+        if not commits:
+            return
+        kept = {c["version"]: c for c in self.recent or ()}
+        kept.update((c["version"], c) for c in commits)
+        self.recent = deque((kept[v] for v in sorted(kept)), maxlen=RECENT_COMMITS_KEPT)
+        self.saw(commits[-1]["version"])
 
     def unseen(self, version: int, limit: int) -> list[dict[str, Any]] | None:
         """The commits from ``version`` to ``latest`` when this process ratified every one of them (and they
@@ -268,10 +280,13 @@ class CommitService:
     def _turn(self, table_id: str) -> _Turn:
         t = self._turns.get(table_id)
         if t is None:
-            t = self._turns[table_id] = _Turn(self.settings.commit_turn_seconds)
+            seconds = self.settings.commit_turn_seconds
+            across = Across(self.store.turns, table_id, seconds) if seconds > 0 else None
+            t = self._turns[table_id] = _Turn(seconds, across)
             if len(self._turns) > 100_000:
                 for key in list(self._turns)[:1000]:
-                    if not self._turns[key].lock.locked() and not self._turns[key].line:
+                    old = self._turns[key]
+                    if not old.lock.locked() and not old.line and (old.across is None or old.across.idle):
                         del self._turns[key]
         return t
 
@@ -309,10 +324,14 @@ class CommitService:
                 raise
         if idempotency_key:
             _key_uid(idempotency_key)  # a bad key is refused before the proposal waits in line
-        line = self._turn(table_id).line
+        turn = self._turn(table_id)
+        line = turn.line
         entry = await line.enter(ticket)
+        across = turn.across if entry.turn else None
         lost_race = False
         try:
+            if across is not None:  # the turn among processes, when others race for this table (decision 53)
+                turn.saw(await across.enter(len(line)))
             return await self._commit(table_id, version, data, idempotency_key, staged)
         except CommitVersionConflictError as e:
             lost_race = True
@@ -321,6 +340,8 @@ class CommitService:
         finally:
             if not lost_race:  # won, or refused for another reason: its place ends, the next ticket's turn starts
                 line.leave(entry, done=True)
+            if across is not None:
+                await across.leave(not lost_race, len(line))
 
     async def _commit(self, table_id: str, version: int, data: bytes, idempotency_key: str | None,
                       staged: FileInfo | None = None) -> dict[str, Any]:
@@ -345,6 +366,8 @@ class CommitService:
                 result = await self._ratify(table_id, version, data, uid, staged)
             except CommitVersionConflictError as e:
                 turn.saw(e.latest_table_version)
+                if turn.across is not None:
+                    turn.across.contended()  # lost in the database: another process took the version
                 raise
             turn.ratified(result)
             losers = turn.queued
@@ -538,6 +561,8 @@ class CommitService:
         err.latest_table_version = table.reported_latest
         err.unseen_commits = [r.to_json(table.location, table.commit_dir) for r in rows]
         err.unseen_commits_complete = [r.version for r in rows] == list(range(version, table.latest_version + 1))
+        if turn is not None and turn.across is not None and turn.across.shared and err.unseen_commits_complete:
+            turn.learned(err.unseen_commits)  # a table other processes commit to too (decision 53)
 
     async def find_table(self, location: str) -> TableRow:
         """The table registered at ``location``. Raises TableNotFoundError."""

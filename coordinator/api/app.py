@@ -14,6 +14,7 @@ from aiohttp import web
 from backfill.worker import Backfiller
 from coordinator.ops.janitor import Janitor
 
+from ..across import wait_seconds
 from ..catalog import Catalog
 from ..metrics import Metrics, RecentErrors
 from ..service import CommitService
@@ -45,8 +46,12 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     s = app[SETTINGS]
     async with open_engine(s.database_url, pool_size=s.db_pool_size, timeout=s.request_timeout_seconds,
                            connect_timeout=s.db_connect_timeout_seconds, on_create=app[METRICS].watch_engine) as engine:
-        app[STORE] = OwnershipStore(engine, group_max_rows=s.group_commit_max_rows)
-        yield
+        app[STORE] = OwnershipStore(engine, group_max_rows=s.group_commit_max_rows,
+                                    turn_wait_seconds=wait_seconds(s.commit_turn_seconds))
+        try:
+            yield
+        finally:
+            await app[STORE].close()
 
 
 async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:

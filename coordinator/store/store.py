@@ -25,12 +25,14 @@ from .leases import Leases
 from .rows import CommitRow, NameRow, TableRow, now_ms
 from .tables import Tables
 from .transactions import Transactions
+from .turns import TableTurns
 
 
 class OwnershipStore:
-    def __init__(self, engine: AsyncEngine, *, group_max_rows: int = 1) -> None:
+    def __init__(self, engine: AsyncEngine, *, group_max_rows: int = 1, turn_wait_seconds: float = 3.0) -> None:
         """``group_max_rows``: at most this many ratifications (and backfill marks) of different tables share
-        one database round trip; 1 runs each on its own (docs/decisions.md, group commit)."""
+        one database round trip; 1 runs each on its own (docs/decisions.md, group commit).
+        ``turn_wait_seconds``: how long a process waits for a table's turn held by another one (decision 53)."""
         self.engine = engine
         self.db = Db(engine)
         self.is_sqlite = self.db.dialect.name == "sqlite"
@@ -41,6 +43,11 @@ class OwnershipStore:
         self.transactions = Transactions(self.db, self.commits)  # multi-table transactions (issue 28)
         self.ratify_group = self.commits.ratify_group
         self.mark_group = self.commits.mark_group
+        self.turns = TableTurns(engine, wait_seconds=turn_wait_seconds)  # the tables' turns among processes
+
+    async def close(self) -> None:
+        """Let go of what the store opened beside the engine (the turns' connections)."""
+        await self.turns.close()
 
     async def ping(self) -> None:
         await self.db.ping()
