@@ -100,7 +100,6 @@ class Metrics:
         self.metrics_reports = Counter("commit_owner_delta_metrics_reports",
                                        "Commit metrics reports received through the Delta REST Catalog API, by kind.",
                                        ["kind"], registry=r)
-        self._janitor_seen = 0
         self.outcomes = OutcomeTimeline()  # conflicts and refusals per minute, for the browser UI's charts
         # Labelled children by label values: labels() validates and takes a lock on every call, a dict lookup does
         # not (the label sets are small: routes, statuses, outcomes, storage operations).
@@ -110,12 +109,6 @@ class Metrics:
         self.storage_errors.labels("put_if_absent")
 
     # -- hooks ------------------------------------------------------------------------------------
-
-    def sync_janitor(self, removed_total: int) -> None:
-        """Carry the janitor's own running total into the counter (read at scrape time)."""
-        if removed_total > self._janitor_seen:
-            self.janitor_removed.inc(removed_total - self._janitor_seen)
-            self._janitor_seen = removed_total
 
     def child(self, family: Any, *values: str) -> Any:
         """``family.labels(*values)``, kept after its first use."""

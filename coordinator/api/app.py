@@ -81,7 +81,8 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
 
 async def _janitor_ctx(app: web.Application) -> AsyncIterator[None]:
     """The orphan janitor of a service process (off when its interval is 0)."""
-    janitor = Janitor(app[STORE], app[STORAGE], app[SETTINGS], names=app[CATALOG].names)
+    janitor = Janitor(app[STORE], app[STORAGE], app[SETTINGS], names=app[CATALOG].names,
+                      on_removed=app[METRICS].janitor_removed.inc)
     app[JANITOR] = janitor
     await janitor.start()
     try:

@@ -17,7 +17,7 @@ from client.contract.errors import CommitOwnerError
 
 from ..logs import redact
 from ..metrics import CONTENT_TYPE_LATEST
-from .keys import JANITOR, METRICS, OUTCOME, RECENT_ERRORS, REQUEST_ID, SERVICE, TABLE_ID, VERSION
+from .keys import METRICS, OUTCOME, RECENT_ERRORS, REQUEST_ID, SERVICE, TABLE_ID, VERSION
 
 access_log = logging.getLogger("commit_owner.access")
 log = logging.getLogger("commit_owner.api")
@@ -91,9 +91,6 @@ def _access_line(request: web.Request, status: int, outcome: str, table_id: str 
 
 async def metrics_handler(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
-    janitor = request.app.get(JANITOR)
-    if janitor is not None:
-        metrics.sync_janitor(janitor.removed_files_total)
     try:
         await metrics.refresh_tables(*await request.app[SERVICE].backlog())
     except CommitOwnerError as e:

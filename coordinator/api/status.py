@@ -31,6 +31,10 @@ def _ts(ms: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(ms / 1000)) + "Z"
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def _age(seconds: float | None) -> str:
     if seconds is None:
         return ""
@@ -102,16 +106,16 @@ async def status_page(request: web.Request) -> web.Response:
     total = sum(counts.values())
     stopped = total - counts.get("ACTIVE", 0)
     errors = request.app[RECENT_ERRORS].items()
-    more = f'<p class="muted">showing {len(shown)} of {total} tables (waiting longest first)</p>' \
-        if total > len(shown) else ""
+    more = (f'<p class="muted">showing {len(shown)} of {total} tables: those waiting for publication (longest '
+            'first), then those accepting no commits, then the first by location</p>') if total > len(shown) else ""
     body = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>commit-owner status</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"><style>{_STYLE}</style></head>
 <body>
 <h1>commit-owner</h1>
 {problem}
-<p id="summary">{total} tables, {f"{MAX_ROWS}+" if behind >= MAX_ROWS else behind} with unbackfilled commits,
-{stopped} not accepting commits.
+<p id="summary">{_count(total, "table")}, {f"{MAX_ROWS}+" if behind >= MAX_ROWS else behind} with unbackfilled
+commits, {stopped} not accepting commits.
 Rendered {_ts(int(time.time() * 1000))}. <a href="/ui/">browse tables and commits</a> ·
 <a href="/metrics">metrics</a> · <a href="/readyz">readiness</a></p>
 <h2>Tables</h2>

@@ -31,6 +31,7 @@ import logging
 import math
 import random
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -79,17 +80,18 @@ class JanitorReport:
 class Janitor:
     """One pass over every owned table (``run_once``), or a background loop (``start``/``stop``).
 
-    ``removed_files_total`` is a plain cumulative counter (files removed by this process) for a
-    metrics endpoint to read.
+    ``removed_files_total`` counts the files this process removed; ``on_removed`` (the service's metrics
+    counter) is called at each removal, so a scrape answered by any worker sums every worker's.
     """
 
     def __init__(self, store: OwnershipStore, storage: StorageRouter, settings: Settings, *,
-                 names: NameStore | None = None) -> None:
+                 names: NameStore | None = None, on_removed: Callable[[], None] | None = None) -> None:
         self.store = store
         self.storage = storage
         self.settings = settings
         self.names = names  # with it, each pass also expires old staging reservations
         self.removed_files_total = 0
+        self.on_removed = on_removed
         self._cursor = ""  # the last table id of the round robin's previous slice
         self._task: asyncio.Task[None] | None = None
 
@@ -151,6 +153,8 @@ class Janitor:
             if not dry_run:
                 await storage.delete(path)
                 self.removed_files_total += 1
+                if self.on_removed is not None:
+                    self.on_removed()
                 log.info("janitor: removed orphan %s (version %d is %s)", path, version,
                          row.file_name if row else "never ratified; the table no longer accepts commits")
             rep.removed += 1

@@ -160,7 +160,7 @@ def test_the_ha_profile_runs_three_patroni_nodes_with_the_tested_settings_and_an
     """docker-compose.yml's `ha` profile keeps the settings tests/reliability/test_patroni.py fails over."""
     services = compose_file()["services"]
     ha = sorted(name for name, s in services.items() if "ha" in s.get("profiles", []))
-    assert ha == ["etcd", "owner-ha", "patroni1", "patroni2", "patroni3"]
+    assert ha == ["etcd", "maintain-ha", "owner-ha", "patroni1", "patroni2", "patroni3"]
     assert not [n for n, s in services.items() if n not in ha and s.get("profiles")]  # the rest starts by default
     nodes = {n: services[n] for n in ("patroni1", "patroni2", "patroni3")}
     for name, node in nodes.items():
@@ -190,6 +190,25 @@ def test_the_ha_profile_runs_three_patroni_nodes_with_the_tested_settings_and_an
     assert float(env["COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS"]) < dcs["ttl"]
     assert client_deadline > failover + float(env["COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS"]) \
         + 3 * float(env["COMMIT_OWNER_DB_CONNECT_TIMEOUT_SECONDS"])
+    # its tables are maintained, on the same store
+    assert services["maintain-ha"]["environment"]["COMMIT_OWNER_DATABASE_URL"] == url
+
+
+def test_each_owner_creates_managed_tables_under_its_own_roots_and_no_two_stores_share_a_path() -> None:
+    """CREATE TABLE by name needs a managed location under an allowed root; two owners on two stores must
+    never both own a path (each would think itself the table's only writer)."""
+    from coordinator.security.roots import parse_root
+    from coordinator.security.tokens import covers
+
+    services = compose_file()["services"]
+    roots = {}
+    for name in ("owner", "owner-ha"):
+        env = services[name]["environment"]
+        allowed = [parse_root(r).uri for r in env["COMMIT_OWNER_ALLOW_LOCATION"].split(",")]
+        managed = parse_root(env["COMMIT_OWNER_MANAGED_LOCATION"]).uri
+        assert any(covers(r, managed) for r in allowed), (name, managed, allowed)
+        roots[name] = allowed
+    assert not [(a, b) for a in roots["owner"] for b in roots["owner-ha"] if covers(a, b) or covers(b, a)]
 
 
 @pytest.fixture

@@ -178,3 +178,31 @@ async def test_a_service_round_lists_the_active_tables_and_a_slice_of_the_rest(r
     assert full.tables == 10 and full.orphans == 0
     for table_id, loc in tables:
         assert orphans[table_id] not in backend.list(f"{loc}/_delta_log/_commits"), table_id
+
+
+def test_the_janitors_removals_are_counted_by_any_worker_that_answers_the_scrape(request: pytest.FixtureRequest) -> None:
+    """With `serve --workers 2` a removal is counted when it happens, in the workers' shared counters: every
+    scrape reads the workers' total, whichever worker answers (not only a scrape of the worker that removed)."""
+    from tests.ops.helpers import sample, scrape
+
+    backend = make_backend(request, "postgres", "local", "rel-janitor-workers")
+    svc = Service(backend, workers=2, extra_env={"COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "1",
+                                                 "COMMIT_OWNER_JANITOR_MIN_AGE_SECONDS": "0",
+                                                 "COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS": "1",
+                                                 "COMMIT_OWNER_LOG_LEVEL": "INFO"}).start()
+    try:
+        table_id, loc = create_owned_table(svc)
+        orphan = _leave_orphan(backend, loc, 1)
+        _age(backend, loc, orphan, 60)
+        svc.client().commit(table_id, 1, actions())  # version 1 decided: the orphan may go
+        wait_until(lambda: orphan not in backend.list(f"{loc}/_delta_log/_commits"), timeout=30,
+                   what="a worker's janitor to remove the orphan")
+        time.sleep(1.5)  # another round of each worker: nothing more to remove
+        # Both workers' rounds may have found it in the same second and both removed it: each counts its own.
+        removals = [json.loads(line)["pid"] for line in svc.log_text().splitlines()
+                    if line.startswith("{") and "janitor: removed orphan" in line]
+        assert 1 <= len(removals) <= 2
+        seen = [sample(scrape(svc), "commit_owner_janitor_removed_orphans_total") for _ in range(8)]
+        assert seen == [float(len(removals))] * 8, (seen, removals)
+    finally:
+        svc.stop()
