@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -51,6 +52,17 @@ def make_recipe(target: str, variables: dict[str, str]) -> list[str]:
     return [expand(line.strip()) for line in recipe.group(1).splitlines()]
 
 
+# What C++'s std::terminate prints when a native thread is still running as the interpreter exits: seen once in
+# about ten CI runs, after a Python block using pyarrow and deltalake had printed all it prints (its output is
+# what the callers check). Not the project's code, and nothing of the block's work is undone by it.
+_EXIT_ABORT = "terminate called without an active exception"
+
+
+def _aborted_at_exit(lang: str, res: subprocess.CompletedProcess) -> bool:
+    """A Python block that ran to its end and was aborted only by a native library's teardown at exit."""
+    return lang == "python" and res.returncode == -signal.SIGABRT and res.stderr.strip() == _EXIT_ABORT
+
+
 def run_blocks(folder: Path, blocks: list[tuple[str, str]], *, timeout: float = 180) -> list[str]:
     """Start the owner as `make run` does in ``folder``, run ``blocks`` there in order (each must exit 0) and
     stop the owner; the blocks' standard outputs, in order."""
@@ -72,7 +84,8 @@ def run_blocks(folder: Path, blocks: list[tuple[str, str]], *, timeout: float = 
             code = code.replace("127.0.0.1:8080", f"127.0.0.1:{port}")
             argv = ["bash", "-e", "-c", code] if lang == "sh" else [str(folder / ".venv/bin/python"), "-c", code]
             res = subprocess.run(argv, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout)
-            assert res.returncode == 0, f"{lang} block failed:\n{code}\n{res.stdout}\n{res.stderr}"
+            assert res.returncode == 0 or _aborted_at_exit(lang, res), \
+                f"{lang} block failed:\n{code}\n{res.stdout}\n{res.stderr}"
             outputs.append(res.stdout)
     finally:
         server.terminate()
