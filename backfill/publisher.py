@@ -55,7 +55,7 @@ async def backfill_table(
     """
     result = BackfillResult(table.table_id, backfilled_through=table.latest_backfilled_version)
     if rows is None:  # else the caller read them in the same statement as ``table``
-        rows = await store.unbackfilled(table.table_id, up_to)
+        rows = await store.unbackfilled(table.table_id, up_to, settle=True)  # published from: settled
     done = table.latest_backfilled_version
     try:
         for row in rows:

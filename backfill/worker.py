@@ -285,8 +285,9 @@ class Backfiller:
                 remembered = self._from_memory(table_id, up_to) if defer_mark else None
                 if remembered is not None:
                     table, rows = remembered
-                else:  # the table and its unbackfilled rows through up_to, in one statement
-                    table, rows = await self.store.get_commits(table_id, None, up_to)
+                else:  # the table and its unbackfilled rows through up_to, in one statement, settled before
+                    # anything read is published (decision 54)
+                    table, rows = await self.store.get_commits(table_id, None, up_to, settle=True)
                     self._learned(table, -1)
                 if (published := self._unmarked.get(table_id, -1)) > table.latest_backfilled_version:
                     table = dataclasses.replace(table, latest_backfilled_version=published)  # not yet recorded

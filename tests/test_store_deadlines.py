@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from client.contract.errors import UnavailableError
+from client.contract.errors import CommitVersionConflictError, UnavailableError
 from coordinator.settings import Settings
 from coordinator.store import CommitRow, OwnershipStore, migrate, now_ms
 from coordinator.store import create_engine as create_store_engine
@@ -156,8 +156,29 @@ async def test_a_replay_of_a_commit_cut_before_replication_is_acknowledged_only_
             await store.ratify(row, max_unbackfilled=50, releases=False)
         rows_of(pg.admin_url, waiting)  # (the settle's wait: let it go)
 
+        # Nor is any other answer given from a read that saw that row: a refusal of another writer's proposal
+        # for the same version (a failover can still lose the row that takes it, and a server that is no longer
+        # the primary reads the same way), a key called unused, the rows read to be published.
+        other = commit_row(table_id, 3)
+        answers = {
+            "the conflict": lambda: store.ratify(other, max_unbackfilled=50, releases=False),
+            "the unused key": lambda: store.replay(table_id, other.idempotency_key, 3, other.content_sha256, 3),
+            "the staged name unknown": lambda: store.replayed(table_id, 3, other.file_name),
+            "the rows to publish": lambda: store.get_commits(table_id, None, None, settle=True),
+        }
+        for what, answer in answers.items():
+            with pytest.raises(UnavailableError, match="no answer within 1s"):
+                await answer()
+                pytest.fail(f"{what} was answered from a row that is not durable")
+            rows_of(pg.admin_url, waiting)
+        assert rows_of(url, f"SELECT count(*) FROM commits WHERE table_id = '{table_id}'") == [(2,)]
+
         synchronous_standby(pg, "")  # replication healthy again (here: not required any more)
         assert await store.ratify(row, max_unbackfilled=50, releases=False) == row
         assert (await store.get_table(table_id)).latest_version == 3
+        with pytest.raises(CommitVersionConflictError):
+            await store.ratify(other, max_unbackfilled=50, releases=False)
+        assert await store.replay(table_id, other.idempotency_key, 3, other.content_sha256, 3) is None
+        assert [c.version for c in (await store.get_commits(table_id, None, None, settle=True))[1]] == [2, 3]
     finally:
         await engine.dispose()

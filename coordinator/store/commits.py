@@ -90,23 +90,26 @@ class Commits:
             return [None] * len(items)
         return [got[r.table_id] for r, _ in items]
 
-    async def _judged(self, row: CommitRow, max_unbackfilled: int) -> dict[str, Any]:
-        """The table row as ``row`` finds it, with whether each clause of the rule holds (``ok_<clause>``).
-        Raises TableNotFoundError."""
+    async def _judged(self, row: CommitRow, max_unbackfilled: int) -> tuple[dict[str, Any], CommitRow | None]:
+        """The table row as ``row`` finds it, with whether each clause of the rule holds (``ok_<clause>``), and
+        the commit already ratified under ``row``'s idempotency key (None: none), in one statement; settled
+        (``Dialect.settle``) on the same connection before either is answered. Raises TableNotFoundError."""
         stmt = self.db.driver.statement(_judgement())
         async with self.db.tx(write=False, single=True) as conn:
             rows = await self.db.driver.rows(conn, stmt, ratify_params(row, max_unbackfilled))
+            if rows:
+                await self.db.dialect.settle(self.db, conn)
         if not rows:
             raise TableNotFoundError(f"no table with id {row.table_id}")
-        return stmt.mappings(rows)[0]
+        r = stmt.mappings(rows)[0]
+        return r, _commit_of(r, "k_")
 
     async def _classify(self, row: CommitRow, max_unbackfilled: int) -> CommitRow:
         """After a lost UPDATE: the earlier row when this is an idempotent replay, else the refusal of the first
         clause of the rule that fails on the table row as it is now."""
-        r = await self._judged(row, max_unbackfilled)
+        r, keyed = await self._judged(row, max_unbackfilled)
         table = table_from(r)
-        prior = await self.replay(row.table_id, row.idempotency_key, row.version, row.content_sha256,
-                                  table.reported_latest)
+        prior = _repeated(keyed, row.idempotency_key, row.version, row.content_sha256, table.reported_latest)
         if prior is not None:
             return prior
         refused = refusal_of(r, table, row, max_unbackfilled)
@@ -118,30 +121,24 @@ class Commits:
 
     async def refusal(self, row: CommitRow, max_unbackfilled: int) -> CommitFailedError | None:
         """The refusal of the first clause of the rule that fails for ``row`` on its table row as it is now;
-        None when nothing refuses it any more. Raises TableNotFoundError. (A multi-table transaction's
-        classification of each table that refused it, store/transactions.py.)"""
-        r = await self._judged(row, max_unbackfilled)
-        return refusal_of(r, table_from(r), row, max_unbackfilled)
+        None when nothing refuses it any more (nor when ``row``'s key is ratified already: the caller looks
+        again). Raises TableNotFoundError. (A multi-table transaction's classification of each table that
+        refused it, store/transactions.py.)"""
+        r, keyed = await self._judged(row, max_unbackfilled)
+        return None if keyed is not None else refusal_of(r, table_from(r), row, max_unbackfilled)
 
     async def replay(self, table_id: str, key: str, version: int, sha256: str,
                      latest_table_version: int | None) -> CommitRow | None:
         """The commit ratified under idempotency key ``key`` when this proposal repeats it (same version,
         same bytes); None when the key was never used. Raises IdempotencyKeyReusedError otherwise.
 
-        The earlier attempt's outcome may have been unknown: its COMMIT cut by the deadline, the row durable
-        on a primary that has not yet replicated it (a plain read sees it once the primary stops waiting for
-        its standby). So a found row is settled (``Dialect.settle``) before it is returned to be
-        acknowledged: a replay is acked only as durable as a fresh commit (docs/decisions.md)."""
-        prior = await self._find_commit(table_id, "idempotency_key", key)
-        if prior is None:
-            return None
-        if prior.version == version and prior.content_sha256 == sha256:
-            await self.db.dialect.settle(self.db)
-            return prior
-        raise IdempotencyKeyReusedError(
-            f"idempotency key {key} was already used for version {prior.version} with different content",
-            latest_table_version=latest_table_version,
-        )
+        Either answer is settled first (``Dialect.settle``, on the connection that read it): the earlier
+        attempt's outcome may have been unknown (its COMMIT cut by the deadline, the row durable on a primary
+        that has not yet replicated it, seen by a plain read once the primary stops waiting for its standby),
+        and a server that is no longer the primary may not know of it at all. A replay is acked, and a key
+        called unused, only as durable as a fresh commit (docs/decisions.md)."""
+        prior = await self._find_commit(table_id, "idempotency_key", key, settle=True)
+        return _repeated(prior, key, version, sha256, latest_table_version)
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -149,33 +146,38 @@ class Commits:
         return await self._find_commit(table_id, "version", version)
 
     async def replayed(self, table_id: str, version: int, file_name: str) -> CommitRow | None:
-        """Version ``version`` when it was ratified as ``file_name`` (the retry of that commit), settled as
-        in ``replay``; None otherwise."""
-        prior = await self.get_commit(table_id, version)
-        if prior is None or prior.file_name != file_name:
-            return None
-        await self.db.dialect.settle(self.db)
-        return prior
+        """Version ``version`` when it was ratified as ``file_name`` (the retry of that commit); None otherwise.
+        Settled as in ``replay``."""
+        prior = await self._find_commit(table_id, "version", version, settle=True)
+        return prior if prior is not None and prior.file_name == file_name else None
 
-    async def _find_commit(self, table_id: str, column: str, value: Any) -> CommitRow | None:
-        """The commit row of ``table_id`` whose ``column`` (a unique key with the table id) is ``value``."""
+    async def _find_commit(self, table_id: str, column: str, value: Any, *, settle: bool = False) -> CommitRow | None:
+        """The commit row of ``table_id`` whose ``column`` (a unique key with the table id) is ``value``; with
+        ``settle``, settled on the same connection whatever was found."""
         stmt = self.db.driver.statement(_commit_by(column))
         async with self.db.tx(write=False, single=True) as conn:
             rows = await self.db.driver.rows(conn, stmt, {"p_table_id": table_id, "p_value": value})
+            if settle:
+                await self.db.dialect.settle(self.db, conn)
         return CommitRow(**stmt.mappings(rows)[0]) if rows else None
+
+    # -- reads --------------------------------------------------------------------------------------
 
     async def get_commits(
         self, table_id: str, start: int | None, end: int | None, *, backfilled: bool = False,
-        limit: int | None = None,
+        limit: int | None = None, settle: bool = False,
     ) -> tuple[TableRow, list[CommitRow]]:
         """The table and its unbackfilled commits in ``[start, end]``, ascending, read in one statement;
         with ``backfilled`` every ratified commit in the range (the rows are kept after publication); with
-        ``limit`` the first ``limit`` of them."""
+        ``limit`` the first ``limit`` of them; with ``settle`` settled on the same connection (what is
+        published from the read, ``Dialect.settle``)."""
         stmt = self.db.driver.statement(
             _get_commits_statement(start is not None, end is not None, backfilled, limit is not None))
         params = {"p_table_id": table_id, "p_start": start, "p_end": end, "p_limit": limit}
         async with self.db.tx(write=False, single=True) as conn:
             rows = stmt.mappings(await self.db.driver.rows(conn, stmt, params))
+            if settle and rows:
+                await self.db.dialect.settle(self.db, conn)
         if not rows:
             raise TableNotFoundError(f"no table with id {table_id}")
         out = [CommitRow(**{c.name: m["c_" + c.name] for c in commits.c}) for m in rows if m["c_version"] is not None]
@@ -187,7 +189,9 @@ class Commits:
         contiguous, one row each, so the range ``[start, start + limit - 1]`` is the bound."""
         return await self.get_commits(table_id, start, start + max(1, limit) - 1, backfilled=True)
 
-    async def unbackfilled(self, table_id: str, up_to: int | None = None, limit: int | None = None) -> list[CommitRow]:
+    async def unbackfilled(self, table_id: str, up_to: int | None = None, limit: int | None = None, *,
+                           settle: bool = False) -> list[CommitRow]:
+        """The table's unbackfilled commits through ``up_to``, ascending; ``settle`` as in ``get_commits``."""
         cond = [commits.c.table_id == table_id, commits.c.backfilled_at.is_(None)]
         if up_to is not None:
             cond.append(commits.c.version <= up_to)
@@ -195,7 +199,10 @@ class Commits:
         if limit:
             stmt = stmt.limit(limit)
         async with self.db.tx(write=False, single=True) as conn:
-            return [_commit(r) for r in (await conn.execute(stmt)).all()]
+            found = [_commit(r) for r in (await conn.execute(stmt)).all()]
+            if settle and found:
+                await self.db.dialect.settle(self.db, conn)
+        return found
 
     async def recent_commits(self, table_id: str, limit: int = 20) -> list[CommitRow]:
         stmt = select(commits).where(commits.c.table_id == table_id).order_by(commits.c.version.desc()).limit(limit)
@@ -293,9 +300,13 @@ def refusal_of(judged: Mapping[str, Any], table: TableRow, row: CommitRow, cap: 
 
 @functools.cache
 def _judgement() -> Any:
-    """The table row as a refused proposal finds it, with whether each clause of the rule holds (``ok_<clause>``)."""
-    t = owned_tables.c
-    return (select(owned_tables, *[ok.label("ok_" + clause) for clause, ok in acceptance(BOUND).items()])
+    """The table row as a refused proposal finds it, with whether each clause of the rule holds (``ok_<clause>``),
+    outer-joined with the commit already ratified under the proposal's idempotency key (``k_<column>``)."""
+    t, c = owned_tables.c, commits.c
+    keyed = and_(c.table_id == t.table_id, c.idempotency_key == BOUND.idempotency_key)
+    return (select(owned_tables, *[ok.label("ok_" + clause) for clause, ok in acceptance(BOUND).items()],
+                   *[col.label("k_" + col.name) for col in c])
+            .select_from(owned_tables.outerjoin(commits, keyed))
             .where(t.table_id == BOUND.table_id))
 
 
@@ -324,6 +335,27 @@ def _get_commits_statement(has_start: bool, has_end: bool, backfilled: bool = Fa
         .order_by(commits.c.version)
     )
     return stmt.limit(bindparam("p_limit")) if has_limit else stmt
+
+
+def _commit_of(m: Mapping[str, Any], prefix: str) -> CommitRow | None:
+    """The commit row held in ``m``'s columns named ``<prefix><column>`` (None: an outer join found none)."""
+    if m[prefix + "version"] is None:
+        return None
+    return CommitRow(**{f: m[prefix + f] for f in CommitRow.__dataclass_fields__})
+
+
+def _repeated(prior: CommitRow | None, key: str, version: int, sha256: str,
+              latest_table_version: int | None) -> CommitRow | None:
+    """``prior`` (the commit ratified under ``key``) when a proposal of ``version`` with content ``sha256``
+    repeats it; None when there is none. Raises IdempotencyKeyReusedError when the key was used otherwise."""
+    if prior is None:
+        return None
+    if prior.version == version and prior.content_sha256 == sha256:
+        return prior
+    raise IdempotencyKeyReusedError(
+        f"idempotency key {key} was already used for version {prior.version} with different content",
+        latest_table_version=latest_table_version,
+    )
 
 
 def _commit(r: Any) -> CommitRow:

@@ -15,10 +15,12 @@ statement here is built once from those rules and runs precompiled on the driver
   ``FOR UPDATE SKIP LOCKED`` (a row another transaction holds is skipped, never waited for; a batch of one
   takes its row the same way, in a cheaper statement); on SQLite it is one transaction.
 * PostgreSQL may abort a statement to break a deadlock (``deadlock``); SQLite has none to report.
-* Before a replayed commit is acknowledged, ``settle`` makes sure it is as durable as a fresh one: on
-  PostgreSQL a transaction that writes WAL of its own commits (its commit record lies after the replayed
-  row's in the WAL, so it returns only once synchronous replication has that far; a standby refuses it);
-  on SQLite (one file, synchronous=FULL) a row that can be read is durable already.
+* An answer given from a read (a replay acknowledged, a refusal, a version published) is given only once
+  what the read saw is as durable as a fresh commit: ``settle``, on the connection that read it. On
+  PostgreSQL under synchronous replication a transaction that writes WAL of its own (its commit record lies
+  after everything the read saw, so it returns only once the synchronous standby has that far; a server
+  that is no longer the primary never gets that far, and a standby refuses it); without synchronous
+  replication, or on SQLite (one file, synchronous=FULL), a row that can be read is durable already.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import BigInteger, bindparam, cast, func, select, text
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from .rows import CommitRow
 from .rules import (
@@ -84,9 +86,10 @@ class Dialect:
         """One backfill mark, atomically."""
         raise NotImplementedError
 
-    async def settle(self, db: Db) -> None:
-        """Return once every commit this connection's reads can see is as durable as the database promises
-        for a commit acknowledged now. Raises UnavailableError."""
+    async def settle(self, db: Db, conn: AsyncConnection) -> None:
+        """Return once every commit ``conn``'s reads could see is as durable as the database promises for a
+        commit acknowledged now. Run on the connection that read: a pool may hold connections to two servers
+        during a failover (the old primary thawed, not yet demoted; the new one). Raises UnavailableError."""
 
     async def mark_many(self, db: Db, ordered: list[tuple[str, int]], now: int) -> set[str]:
         """A group's backfill marks (distinct tables, in table order) in one round trip: the tables marked."""
@@ -152,9 +155,8 @@ class PostgreSQL(Dialect):
     def deadlock(self, e: BaseException) -> bool:
         return getattr(getattr(e.__cause__, "orig", None), "sqlstate", None) == "40P01"
 
-    async def settle(self, db: Db) -> None:
-        async with db.tx(single=True) as conn:
-            await db.driver.run(conn, _SETTLE, {})
+    async def settle(self, db: Db, conn: AsyncConnection) -> None:
+        await db.driver.run(conn, _SETTLE, {})
 
     async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
         async with db.tx(single=True) as conn:
@@ -283,5 +285,7 @@ def _pg_mark_many() -> Any:
 
 # A transaction that writes WAL commits with a record of its own and waits for synchronous replication
 # (synchronous_commit) like any write. A transactional logical message is the smallest such write: it touches
-# no table (only an id is not enough: a transaction that wrote no WAL commits without waiting).
-_SETTLE = text("SELECT pg_logical_emit_message(true, 'commit-owner', 'replay acknowledged')")
+# no table (only an id is not enough: a transaction that wrote no WAL commits without waiting). Written only
+# when the server names synchronous standbys: without them a row that can be read is already flushed here.
+_SETTLE = text("SELECT CASE WHEN current_setting('synchronous_standby_names') <> '' "
+               "THEN pg_logical_emit_message(true, 'commit-owner', 'read settled') IS NOT NULL END")

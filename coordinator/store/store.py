@@ -109,15 +109,17 @@ class OwnershipStore:
     async def get_commit(self, table_id: str, version: int) -> CommitRow | None:
         return await self.commits.get_commit(table_id, version)
 
-    async def get_commits(self, table_id: str, start: int | None, end: int | None, *,
-                          backfilled: bool = False, limit: int | None = None) -> tuple[TableRow, list[CommitRow]]:
-        return await self.commits.get_commits(table_id, start, end, backfilled=backfilled, limit=limit)
+    async def get_commits(self, table_id: str, start: int | None, end: int | None, *, backfilled: bool = False,
+                          limit: int | None = None, settle: bool = False) -> tuple[TableRow, list[CommitRow]]:
+        return await self.commits.get_commits(table_id, start, end, backfilled=backfilled, limit=limit,
+                                              settle=settle)
 
     async def commits_from(self, table_id: str, start: int, limit: int) -> tuple[TableRow, list[CommitRow]]:
         return await self.commits.commits_from(table_id, start, limit)
 
-    async def unbackfilled(self, table_id: str, up_to: int | None = None, limit: int | None = None) -> list[CommitRow]:
-        return await self.commits.unbackfilled(table_id, up_to, limit)
+    async def unbackfilled(self, table_id: str, up_to: int | None = None, limit: int | None = None, *,
+                           settle: bool = False) -> list[CommitRow]:
+        return await self.commits.unbackfilled(table_id, up_to, limit, settle=settle)
 
     async def recent_commits(self, table_id: str, limit: int = 20) -> list[CommitRow]:
         return await self.commits.recent_commits(table_id, limit)

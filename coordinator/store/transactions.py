@@ -127,18 +127,20 @@ class Transactions:
     # -- reads --------------------------------------------------------------------------------------
 
     async def get(self, tx_id: str) -> TransactionRow | None:
-        async with self.db.tx(write=False, single=True) as conn:
-            r = (await conn.execute(select(transactions).where(transactions.c.id == tx_id))).first()
-        return _transaction(r) if r is not None else None
+        return await self._get(tx_id, settle=False)
 
     async def replayed(self, tx_id: str) -> TransactionRow | None:
-        """The transaction ratified under ``tx_id``, settled before it is acknowledged again (as a single
-        commit's replay, ``Commits.replay``: the earlier attempt's COMMIT may have been cut by the deadline, its
-        rows not yet as durable as a fresh commit's); None when there is none."""
-        prior = await self.get(tx_id)
-        if prior is not None:
-            await self.db.dialect.settle(self.db)
-        return prior
+        """The transaction ratified under ``tx_id``; None when there is none. Either answer is settled first, on
+        the connection that read it (as a single commit's replay, ``Commits.replay``: the earlier attempt's
+        COMMIT may have been cut by the deadline, its rows not yet as durable as a fresh commit's)."""
+        return await self._get(tx_id, settle=True)
+
+    async def _get(self, tx_id: str, *, settle: bool) -> TransactionRow | None:
+        async with self.db.tx(write=False, single=True) as conn:
+            r = (await conn.execute(select(transactions).where(transactions.c.id == tx_id))).first()
+            if settle:
+                await self.db.dialect.settle(self.db, conn)
+        return _transaction(r) if r is not None else None
 
     async def key_used(self, key: str, table_ids: Sequence[str]) -> list[str]:
         """The tables of ``table_ids`` that hold a commit with idempotency key ``key``, in table-id order."""
