@@ -9,9 +9,14 @@ with the conflict at once, and the turn waits ``turn_seconds`` for the same tick
 says so: position 1, retry now, no backoff). A turn that ends in a win moves the head to the next ticket; a
 turn whose writer does not come back in time expires, so an abandoned ticket never stops the line.
 
-Proposals without a ticket (older clients, other APIs) do not queue: they race for the version as before.
-They cannot stall the line (a head that loses a version to one keeps its turn and tries the next) and the
-line cannot starve them (the head is one more racer, never a lock on the table).
+Proposals without a ticket (older clients, the Unity Catalog and Delta REST APIs) never wait: they race for
+the version as before, and a head that loses a version to one keeps its turn and tries the next. Racing alone
+they would starve, though: a writer that learns the latest version from its 409 and comes back after a backoff
+finds it taken again whenever the line commits faster than it loops. So the writers without a ticket share
+one place in the line (``OUTSIDERS``, decision 55): the first of them to lose while ticketed writers wait puts
+it at the end; when it reaches the head, the table's turn goes to the next proposal without a ticket (the
+ticketed ones are held, so the version it learned stays free) and ends when one of them wins, or when none
+comes within ``turn_seconds``, as for any ticket. Together they take one turn per round of the line.
 
 The database still decides every race: the line only chooses which of this process's proposals goes to the
 database and when. With several processes (``serve --workers``) each has its own line; a ticket is known only
@@ -34,6 +39,8 @@ from client.contract.errors import InvalidArgumentError, RetrySlot
 TICKET_PATTERN = re.compile(r"[A-Za-z0-9_-]{1,64}")
 #: A ticketed proposal is held at most this long (seconds), then goes to the database in any case.
 HOLD_MAX_SECONDS = 10.0
+#: The one place in a line that every writer without a ticket shares (no ticket can be empty).
+OUTSIDERS = ""
 
 
 def parse_ticket(value: str | None) -> str | None:
@@ -81,8 +88,15 @@ class Line:
         return 0
 
     async def enter(self, ticket: str | None) -> Pass:
-        """Wait for this proposal's turn: at once without a ticket, when the line is empty, or for the head."""
-        if ticket is None or self.turn_seconds <= 0:
+        """Wait for this proposal's turn: when the line is empty, or for the head. Without a ticket it never
+        waits: it takes the turn when the outsiders' place is the head and free, else it races."""
+        if self.turn_seconds <= 0:
+            return OUTSIDE
+        if ticket is None:
+            self._expire(time.monotonic())
+            if self.order and next(iter(self.order)) == OUTSIDERS and not self.busy:
+                self.busy = True
+                return Pass(OUTSIDERS, turn=True)
             return OUTSIDE
         give_up = time.monotonic() + self.hold_max
         while True:
@@ -107,8 +121,11 @@ class Line:
     def leave(self, p: Pass, done: bool) -> RetrySlot | None:
         """The proposal was decided. ``done`` (a win, or a refusal that is not a lost race) ends its ticket's
         place; a lost race keeps it (the head keeps the turn, renewed). Returns the slot to tell a ticketed
-        loser."""
+        loser (None for a writer without a ticket: ``offer`` gives it one). A racing proposal without a ticket
+        that lost while ticketed writers wait puts the outsiders' place at the end of the line."""
         if p.ticket is None:
+            if not done and self.turn_seconds > 0 and self.order and OUTSIDERS not in self.order:
+                self.order[OUTSIDERS] = None
             return None
         now = time.monotonic()
         if p.turn:
@@ -125,7 +142,9 @@ class Line:
             self._open(now)
             self._notify()
         position = self.position(p.ticket)
-        return RetrySlot(p.ticket, position, int(self.turn_seconds * 1000)) if position else None
+        if not position or p.ticket == OUTSIDERS:
+            return None
+        return RetrySlot(p.ticket, position, int(self.turn_seconds * 1000))
 
     def offer(self) -> RetrySlot | None:
         """A ticket for a loser that sent none: its place once it comes back with it (none when the line is off)."""
@@ -152,4 +171,4 @@ class Line:
             self._changed = None
 
 
-__all__ = ["HOLD_MAX_SECONDS", "Line", "OUTSIDE", "Pass", "TICKET_PATTERN", "parse_ticket"]
+__all__ = ["HOLD_MAX_SECONDS", "Line", "OUTSIDE", "OUTSIDERS", "Pass", "TICKET_PATTERN", "parse_ticket"]

@@ -315,14 +315,11 @@ class CommitService:
     async def _in_line(self, table_id: str, version: int, data: bytes, idempotency_key: str | None,
                        staged: FileInfo | None, ticket: str | None) -> dict[str, Any]:
         """``_commit`` once the table's line lets the proposal go (decision 48). Without a ticket the proposal
-        does not queue; a lost race then offers the writer a ticket. With one, a lost race says its place."""
-        if version <= 0 or ticket is None:
-            try:
-                return await self._commit(table_id, version, data, idempotency_key, staged)
-            except CommitVersionConflictError as e:
-                e.retry_slot = self._turn(table_id).line.offer()
-                raise
-        if idempotency_key:
+        never waits (it takes the outsiders' turn, decision 55, or races); a lost race then offers the writer a
+        ticket. With one, a lost race says its place."""
+        if version <= 0:
+            return await self._commit(table_id, version, data, idempotency_key, staged)
+        if idempotency_key and ticket is not None:
             _key_uid(idempotency_key)  # a bad key is refused before the proposal waits in line
         turn = self._turn(table_id)
         line = turn.line
@@ -335,7 +332,9 @@ class CommitService:
             return await self._commit(table_id, version, data, idempotency_key, staged)
         except CommitVersionConflictError as e:
             lost_race = True
-            e.retry_slot = line.leave(entry, done=False)  # the loser keeps its place (the head its turn)
+            # the loser keeps its place (the head its turn); one without a ticket is offered one
+            slot = line.leave(entry, done=False)
+            e.retry_slot = slot if ticket is not None else line.offer()
             raise
         finally:
             if not lost_race:  # won, or refused for another reason: its place ends, the next ticket's turn starts
