@@ -15,11 +15,19 @@ from .schema import commits, owned_tables
 from .tables import named_tables, table_of
 
 
+def _unpublished(limit: int | None) -> Select[tuple[str, int]]:
+    """Tables with commit rows not yet backfilled and the ratification time of the oldest (``oldest``), the one
+    waiting longest first: read through the unpublished commits' partial index (``ix_commits_unbackfilled``)."""
+    c = commits.c
+    oldest = func.min(c.ratified_at)
+    stmt = select(c.table_id, oldest.label("oldest")).where(c.backfilled_at.is_(None)).group_by(c.table_id) \
+        .order_by(oldest)
+    return stmt if limit is None else stmt.limit(limit)
+
+
 def behind_statement(limit: int) -> Select[tuple[str]]:
     """The backfiller's sweep: tables with commit rows not yet backfilled, the oldest such commit first."""
-    c = commits.c
-    return (select(c.table_id).where(c.backfilled_at.is_(None)).group_by(c.table_id)
-            .order_by(func.min(c.ratified_at)).limit(limit))
+    return _unpublished(limit).with_only_columns(commits.c.table_id)
 
 
 class Backlog:
@@ -41,11 +49,7 @@ class Backlog:
         """The tables with unpublished commits, the one waiting longest first (at most ``limit``), each with the
         ratification time (ms) of its oldest unpublished commit: from the unpublished commits' index, so it
         costs what waits for publication, not the number of tables."""
-        c = commits.c
-        oldest = func.min(c.ratified_at)
-        waiting = select(c.table_id, oldest.label("oldest")).where(c.backfilled_at.is_(None)) \
-            .group_by(c.table_id).order_by(oldest)
-        sub = (waiting.limit(limit) if limit is not None else waiting).subquery()
+        sub = _unpublished(limit).subquery()
         stmt = named_tables().add_columns(sub.c.oldest).join(sub, sub.c.table_id == owned_tables.c.table_id) \
             .order_by(sub.c.oldest, owned_tables.c.table_id)
         async with self.db.tx(write=False, single=True) as conn:
