@@ -97,8 +97,7 @@ class Commits:
         stmt = self.db.driver.statement(_judgement())
         async with self.db.tx(write=False, single=True) as conn:
             rows = await self.db.driver.rows(conn, stmt, ratify_params(row, max_unbackfilled))
-            if rows:
-                await self.db.dialect.settle(self.db, conn)
+            await self.db.dialect.settle(self.db, conn)  # (a table not found is an answer too)
         if not rows:
             raise TableNotFoundError(f"no table with id {row.table_id}")
         r = stmt.mappings(rows)[0]
