@@ -16,6 +16,8 @@ import pytest
 from sqlalchemy import bindparam, event, select, text
 from sqlalchemy.exc import IntegrityError
 
+from client.contract.errors import CommitVersionConflictError
+
 from coordinator.store import CommitRow, OwnershipStore, create_engine, now_ms
 from coordinator.store.db import Db
 from coordinator.store.schema import commits, owned_tables
@@ -152,5 +154,38 @@ async def test_whether_an_update_matched_a_row(database_url: str, tmp_path: Any,
         await store.release_lease(table_id, "a")
         assert await store.acquire_lease(table_id, "b", 30)
         assert not await store.acquire_lease(str(uuid.uuid4()), "b", 30)  # no such table: nothing matched
+    finally:
+        await engine.dispose()
+
+
+async def test_an_answer_read_from_the_database_is_settled_in_the_statement_that_read_it(
+    database_url: str, tmp_path: Any,
+) -> None:
+    """Decision 54: the refusal's re-read, the key called unused and the rows to publish each take one statement
+    (a table not found, one more); on PostgreSQL that statement carries the settle itself."""
+    engine = create_engine(database_url)
+    seen: list[str] = []
+    try:
+        store = OwnershipStore(engine)
+        table_id = str(uuid.uuid4())
+        await store.register(table_id, str(tmp_path / "t"), "_commits", 0)
+        assert await store.ratify(commit_row(table_id, 2), max_unbackfilled=50, releases=False)
+        event.listen(engine.sync_engine, "before_cursor_execute", lambda _c, _cur, sql, *_a: seen.append(sql))
+        pg = engine.dialect.name == "postgresql"
+
+        def took(n: int) -> None:
+            assert len(seen) == n, seen
+            assert all(("pg_logical_emit_message" in sql) == pg for sql in seen[-1:]), seen
+            seen.clear()
+
+        with pytest.raises(CommitVersionConflictError):
+            await store.ratify(commit_row(table_id, 2), max_unbackfilled=50, releases=False)
+        took(2)  # the UPDATE that lost, then the judgement with the key's commit
+        assert await store.replay(table_id, str(uuid.uuid4()), 2, "0" * 64, 2) is None
+        took(1)
+        assert [c.version for c in (await store.get_commits(table_id, None, None, settle=True))[1]] == [2]
+        took(1)
+        assert await store.replay(str(uuid.uuid4()), str(uuid.uuid4()), 1, "0" * 64, None) is None
+        assert len(seen) == (2 if pg else 1), seen  # no table: the read found no row, the settle follows
     finally:
         await engine.dispose()

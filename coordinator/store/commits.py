@@ -94,10 +94,11 @@ class Commits:
         """The table row as ``row`` finds it, with whether each clause of the rule holds (``ok_<clause>``), and
         the commit already ratified under ``row``'s idempotency key (None: none), in one statement; settled
         (``Dialect.settle``) on the same connection before either is answered. Raises TableNotFoundError."""
-        stmt = self.db.driver.statement(_judgement())
+        stmt = self.db.driver.statement(self.db.dialect.settled(_judgement()))
         async with self.db.tx(write=False, single=True) as conn:
             rows = await self.db.driver.rows(conn, stmt, ratify_params(row, max_unbackfilled))
-            await self.db.dialect.settle(self.db, conn)  # (a table not found is an answer too)
+            if not rows:
+                await self.db.dialect.settle(self.db, conn)  # (a table not found is an answer too)
         if not rows:
             raise TableNotFoundError(f"no table with id {row.table_id}")
         r = stmt.mappings(rows)[0]
@@ -152,13 +153,15 @@ class Commits:
 
     async def _find_commit(self, table_id: str, column: str, value: Any, *, settle: bool = False) -> CommitRow | None:
         """The commit row of ``table_id`` whose ``column`` (a unique key with the table id) is ``value``; with
-        ``settle``, settled on the same connection whatever was found."""
-        stmt = self.db.driver.statement(_commit_by(column))
+        ``settle``, settled on the same connection whatever was found (in the same statement when the table
+        exists)."""
+        built = _commit_by(column)
+        stmt = self.db.driver.statement(self.db.dialect.settled(built) if settle else built)
         async with self.db.tx(write=False, single=True) as conn:
             rows = await self.db.driver.rows(conn, stmt, {"p_table_id": table_id, "p_value": value})
-            if settle:
+            if settle and not rows:
                 await self.db.dialect.settle(self.db, conn)
-        return CommitRow(**stmt.mappings(rows)[0]) if rows else None
+        return _commit_of(stmt.mappings(rows)[0], "") if rows else None
 
     # -- reads --------------------------------------------------------------------------------------
 
@@ -170,13 +173,11 @@ class Commits:
         with ``backfilled`` every ratified commit in the range (the rows are kept after publication); with
         ``limit`` the first ``limit`` of them; with ``settle`` settled on the same connection (what is
         published from the read, ``Dialect.settle``)."""
-        stmt = self.db.driver.statement(
-            _get_commits_statement(start is not None, end is not None, backfilled, limit is not None))
+        built = _get_commits_statement(start is not None, end is not None, backfilled, limit is not None)
+        stmt = self.db.driver.statement(self.db.dialect.settled(built) if settle else built)
         params = {"p_table_id": table_id, "p_start": start, "p_end": end, "p_limit": limit}
         async with self.db.tx(write=False, single=True) as conn:
             rows = stmt.mappings(await self.db.driver.rows(conn, stmt, params))
-            if settle and rows:
-                await self.db.dialect.settle(self.db, conn)
         if not rows:
             raise TableNotFoundError(f"no table with id {table_id}")
         out = [CommitRow(**{c.name: m["c_" + c.name] for c in commits.c}) for m in rows if m["c_version"] is not None]
@@ -311,9 +312,12 @@ def _judgement() -> Any:
 
 @functools.cache
 def _commit_by(column: str) -> Any:
-    """The commit row of table ``p_table_id`` whose ``column`` is ``p_value``."""
-    c = commits.c
-    return select(commits).where(and_(c.table_id == bindparam("p_table_id"), c[column] == bindparam("p_value")))
+    """The commit row of table ``p_table_id`` whose ``column`` is ``p_value``: one row when the table exists, its
+    columns NULL when there is no such commit."""
+    c, t = commits.c, owned_tables.c
+    found = and_(c.table_id == t.table_id, c[column] == bindparam("p_value"))
+    return (select(*c).select_from(owned_tables.outerjoin(commits, found))
+            .where(t.table_id == bindparam("p_table_id")))
 
 
 @functools.cache

@@ -29,7 +29,7 @@ import asyncio
 import functools
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import BigInteger, bindparam, cast, func, select, text
+from sqlalchemy import BigInteger, Select, bindparam, case, cast, func, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -90,6 +90,12 @@ class Dialect:
         """Return once every commit ``conn``'s reads could see is as durable as the database promises for a
         commit acknowledged now. Run on the connection that read: a pool may hold connections to two servers
         during a failover (the old primary thawed, not yet demoted; the new one). Raises UnavailableError."""
+
+    def settled(self, stmt: Select[Any]) -> Select[Any]:
+        """``stmt`` settling what it reads itself, in the same round trip, when it returns a row (then as
+        ``settle`` after it); without a row, ``settle`` must follow. Cached: the same statement for the same
+        ``stmt``."""
+        return stmt
 
     async def mark_many(self, db: Db, ordered: list[tuple[str, int]], now: int) -> set[str]:
         """A group's backfill marks (distinct tables, in table order) in one round trip: the tables marked."""
@@ -156,7 +162,10 @@ class PostgreSQL(Dialect):
         return getattr(getattr(e.__cause__, "orig", None), "sqlstate", None) == "40P01"
 
     async def settle(self, db: Db, conn: AsyncConnection) -> None:
-        await db.driver.run(conn, _SETTLE, {})
+        await db.driver.run(conn, _pg_settle(), {})
+
+    def settled(self, stmt: Select[Any]) -> Select[Any]:
+        return _pg_settled(stmt)
 
     async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
         async with db.tx(single=True) as conn:
@@ -287,5 +296,17 @@ def _pg_mark_many() -> Any:
 # (synchronous_commit) like any write. A transactional logical message is the smallest such write: it touches
 # no table (only an id is not enough: a transaction that wrote no WAL commits without waiting). Written only
 # when the server names synchronous standbys: without them a row that can be read is already flushed here.
-_SETTLE = text("SELECT CASE WHEN current_setting('synchronous_standby_names') <> '' "
-               "THEN pg_logical_emit_message(true, 'commit-owner', 'read settled') IS NOT NULL END")
+# An uncorrelated scalar subquery: PostgreSQL runs it once per statement (an InitPlan), whatever the rows.
+def _settling() -> Any:
+    wal = func.pg_logical_emit_message(True, "commit-owner", "read settled").is_not(None)
+    return select(case((func.current_setting("synchronous_standby_names") != "", wal))).scalar_subquery()
+
+
+@functools.cache
+def _pg_settle() -> Any:
+    return select(_settling().label("settled"))
+
+
+@functools.cache
+def _pg_settled(stmt: Select[Any]) -> Select[Any]:
+    return stmt.add_columns(_settling().label("settled"))
