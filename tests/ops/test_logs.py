@@ -98,3 +98,18 @@ def test_redaction_markers_never_let_a_credential_through(pieces: list[str]) -> 
     """The quick marker test in redact() skips the patterns only where none of them could match."""
     text = "".join(pieces)
     assert redact(text) == _redact_by_patterns(text)
+
+
+def test_a_unity_catalog_commit_is_logged_with_its_table_id(manual_service: Service) -> None:
+    """The table of a Unity Catalog commit is named in its body, not its path: the access line still names it
+    (here a refused one: the table is not a MANAGED table of the catalog)."""
+    svc = manual_service
+    table_id, location = create_owned_table(svc)
+    body = {"table_id": table_id, "table_uri": location,
+            "commit_info": {"version": 1, "file_name": "x.json", "file_size": 1, "timestamp": 1,
+                            "file_modification_timestamp": 1}}
+    status, _, reply = call(svc, "POST", "/api/2.1/unity-catalog/delta/preview/commits", json.dumps(body).encode(),
+                            {"Content-Type": "application/json", "X-Request-Id": "ops-log-uc"})
+    assert status == 400 and "not a MANAGED table" in str(reply), reply
+    rec = line_for(svc, "ops-log-uc")
+    assert rec["table_id"] == table_id and rec["outcome"] == "INVALID_ARGUMENT", rec

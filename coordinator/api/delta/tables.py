@@ -23,7 +23,7 @@ from ...columns import partition_columns_of, to_columns, with_partitions
 from ...store.rows import NameRow, TableRow
 from ..auth import require
 from ..errors import json_body, json_response, only_params
-from ..keys import CATALOG, METRICS, SERVICE
+from ..keys import CATALOG, METRICS, SERVICE, TABLE_ID, VERSION
 from ..parse import int_field, parse_uuid, str_field
 from ..routes import ROUTE_TABLE
 from . import shapes
@@ -267,6 +267,7 @@ async def update_table(request: web.Request) -> web.Response:
     only_params(request, set())
     update = _parse_update(await json_body(request, {"requirements", "updates"}))
     table, name = await named_table(request, "commit")
+    request[TABLE_ID] = table.table_id  # (the access log's)
     if update.uuid != table.table_id:
         raise TableChangedError(f"assert-table-uuid failed: the table is {table.table_id}, not {update.uuid}")
     if update.etag is not None and shapes.etag(table, name) != update.etag:  # (the rows the lookup just read)
@@ -280,6 +281,8 @@ async def update_table(request: web.Request) -> web.Response:
         if actions["add-commit"].get("uniform") is not None:
             raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
         version = int_field(commit, "version", required=True)
+        if version is not None:
+            request[VERSION] = version  # (the access log's)
         timestamp = int_field(commit, "timestamp", required=True)
         int_field(commit, "file-modification-timestamp", required=True)
         size = int_field(commit, "file-size", required=True, minimum=0)

@@ -9,7 +9,7 @@ from client.contract.errors import InvalidArgumentError
 from ...store.rows import TableRow
 from ..auth import require
 from ..errors import json_body, json_response, only_params
-from ..keys import CATALOG, SERVICE
+from ..keys import CATALOG, SERVICE, TABLE_ID, VERSION
 from ..parse import int_field, parse_uuid, str_field
 from .shapes import commit_json, commit_metadata
 
@@ -33,6 +33,7 @@ async def commit(request: web.Request) -> web.Response:
         raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
     table = await _table(request, body)
     require(request, "commit", table.location)
+    request[TABLE_ID] = table.table_id  # (the access log's)
     info = body.get("commit_info")
     published = int_field(body, "latest_backfilled_version", minimum=0)
     if info is None and published is None:
@@ -47,6 +48,8 @@ async def commit(request: web.Request) -> web.Response:
         metadata = commit_metadata(body.get("metadata"))  # checked before anything is ratified
         await catalog.managed(table)
         version = int_field(info, "version", required=True)
+        if version is not None:
+            request[VERSION] = version  # (the access log's)
         size = int_field(info, "file_size", required=True, minimum=0)
         for f in ("timestamp", "file_modification_timestamp"):
             int_field(info, f, required=True)
