@@ -39,6 +39,16 @@ async def settle() -> None:
     await asyncio.sleep(0.2)
 
 
+async def b_holds_the_turn(s: InProcess, turn_seconds: float | None = None) -> str:
+    """A new table at version 1 whose line's head is writer b (it lost version 1): the table's id."""
+    table_id, _ = await s.create_table()
+    if turn_seconds is not None:
+        s.service._turn(table_id).line.turn_seconds = turn_seconds
+    await s.commit_ok(table_id, 1)
+    lost_with_slot(await propose(s, table_id, 1, "b"), "b", 1)  # b holds the next turn
+    return table_id
+
+
 async def test_losers_take_the_next_versions_in_the_order_they_lost(inproc: InProcess) -> None:
     s = inproc
     table_id, _ = await s.create_table()
@@ -80,10 +90,7 @@ async def test_a_turn_nobody_comes_back_for_expires_and_passes_on(inproc: InProc
 
 async def test_a_refusal_that_is_not_a_lost_race_passes_the_turn_on_at_once(inproc: InProcess) -> None:
     s = inproc
-    table_id, _ = await s.create_table()
-    s.service._turn(table_id).line.turn_seconds = 10.0
-    await s.commit_ok(table_id, 1)
-    lost_with_slot(await propose(s, table_id, 1, "b"), "b", 1)  # b holds the next turn ...
+    table_id = await b_holds_the_turn(s, 10.0)  # b holds the next turn ...
     held = asyncio.ensure_future(propose(s, table_id, 2, "c"))
     await settle()
     assert not held.done()
@@ -96,9 +103,7 @@ async def test_a_refusal_that_is_not_a_lost_race_passes_the_turn_on_at_once(inpr
 
 async def test_a_writer_without_a_ticket_neither_waits_nor_takes_the_line_away(inproc: InProcess) -> None:
     s = inproc
-    table_id, _ = await s.create_table()
-    await s.commit_ok(table_id, 1)
-    lost_with_slot(await propose(s, table_id, 1, "b"), "b", 1)  # b holds the next turn
+    table_id = await b_holds_the_turn(s)
     started = time.monotonic()
     assert (await propose(s, table_id, 2))[0] == 200  # an old client is not held: it races as before ...
     assert time.monotonic() - started < 0.3
@@ -115,11 +120,8 @@ async def test_a_writer_without_a_ticket_neither_waits_nor_takes_the_line_away(i
 
 async def test_writers_without_a_ticket_share_one_place_in_the_line(inproc: InProcess) -> None:
     s = inproc
-    table_id, _ = await s.create_table()
+    table_id = await b_holds_the_turn(s, 10.0)
     line = s.service._turn(table_id).line
-    line.turn_seconds = 10.0
-    await s.commit_ok(table_id, 1)
-    lost_with_slot(await propose(s, table_id, 1, "b"), "b", 1)  # b holds the next turn
     lost_with_slot(await propose(s, table_id, 1), None, 3)  # an old client loses: the outsiders' place is 2nd
     assert list(line.order) == ["b", OUTSIDERS]
     lost_with_slot(await propose(s, table_id, 1), None, 3)  # (one place for all of them, however often they lose)
@@ -137,10 +139,7 @@ async def test_writers_without_a_ticket_share_one_place_in_the_line(inproc: InPr
 
 async def test_the_outsiders_turn_expires_when_no_writer_without_a_ticket_comes_back(inproc: InProcess) -> None:
     s = inproc
-    table_id, _ = await s.create_table()
-    s.service._turn(table_id).line.turn_seconds = 0.3
-    await s.commit_ok(table_id, 1)
-    lost_with_slot(await propose(s, table_id, 1, "b"), "b", 1)
+    table_id = await b_holds_the_turn(s, 0.3)
     lost_with_slot(await propose(s, table_id, 1), None, 3)  # the old client gives up after this loss
     assert (await propose(s, table_id, 2, "b"))[0] == 200
     started = time.monotonic()

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+import pytest_asyncio
 from sqlalchemy import bindparam, event, select, text
 from sqlalchemy.exc import IntegrityError
 
 from client.contract.errors import CommitVersionConflictError
-
 from coordinator.store import CommitRow, OwnershipStore, create_engine, now_ms
 from coordinator.store.db import Db
 from coordinator.store.schema import commits, owned_tables
@@ -95,7 +96,9 @@ async def test_a_driver_error_is_sqlalchemys_error_and_changes_nothing(database_
         await engine.dispose()
 
 
-async def test_statements_on_the_driver_are_seen_by_cursor_listeners(database_url: str, tmp_path: Any) -> None:
+@pytest_asyncio.fixture
+async def watched(database_url: str, tmp_path: Any) -> AsyncIterator[tuple[OwnershipStore, str, list[str]]]:
+    """A store with one registered table, and the SQL of each statement run from then on (a cursor listener)."""
     engine = create_engine(database_url)
     seen: list[str] = []
     try:
@@ -103,10 +106,17 @@ async def test_statements_on_the_driver_are_seen_by_cursor_listeners(database_ur
         table_id = str(uuid.uuid4())
         await store.register(table_id, str(tmp_path / "t"), "_commits", 0)
         event.listen(engine.sync_engine, "before_cursor_execute", lambda _c, _cur, sql, *_a: seen.append(sql))
-        await store.get_commits(table_id, None, None)
-        assert len(seen) == 1 and "owned_tables" in seen[0]
+        yield store, table_id, seen
     finally:
         await engine.dispose()
+
+
+async def test_statements_on_the_driver_are_seen_by_cursor_listeners(
+    watched: tuple[OwnershipStore, str, list[str]],
+) -> None:
+    store, table_id, seen = watched
+    await store.get_commits(table_id, None, None)
+    assert len(seen) == 1 and "owned_tables" in seen[0]
 
 
 async def test_a_statement_cancelled_on_the_driver_closes_its_connection(tmp_path: Any,
@@ -159,33 +169,26 @@ async def test_whether_an_update_matched_a_row(database_url: str, tmp_path: Any,
 
 
 async def test_an_answer_read_from_the_database_is_settled_in_the_statement_that_read_it(
-    database_url: str, tmp_path: Any,
+    watched: tuple[OwnershipStore, str, list[str]],
 ) -> None:
     """Decision 54: the refusal's re-read, the key called unused and the rows to publish each take one statement
     (a table not found, one more); on PostgreSQL that statement carries the settle itself."""
-    engine = create_engine(database_url)
-    seen: list[str] = []
-    try:
-        store = OwnershipStore(engine)
-        table_id = str(uuid.uuid4())
-        await store.register(table_id, str(tmp_path / "t"), "_commits", 0)
-        assert await store.ratify(commit_row(table_id, 2), max_unbackfilled=50, releases=False)
-        event.listen(engine.sync_engine, "before_cursor_execute", lambda _c, _cur, sql, *_a: seen.append(sql))
-        pg = engine.dialect.name == "postgresql"
+    store, table_id, seen = watched
+    assert await store.ratify(commit_row(table_id, 2), max_unbackfilled=50, releases=False)
+    seen.clear()
+    pg = store.db.engine.dialect.name == "postgresql"
 
-        def took(n: int) -> None:
-            assert len(seen) == n, seen
-            assert all(("pg_logical_emit_message" in sql) == pg for sql in seen[-1:]), seen
-            seen.clear()
+    def took(n: int) -> None:
+        assert len(seen) == n, seen
+        assert ("pg_logical_emit_message" in seen[-1]) == pg, seen
+        seen.clear()
 
-        with pytest.raises(CommitVersionConflictError):
-            await store.ratify(commit_row(table_id, 2), max_unbackfilled=50, releases=False)
-        took(2)  # the UPDATE that lost, then the judgement with the key's commit
-        assert await store.replay(table_id, str(uuid.uuid4()), 2, "0" * 64, 2) is None
-        took(1)
-        assert [c.version for c in (await store.get_commits(table_id, None, None, settle=True))[1]] == [2]
-        took(1)
-        assert await store.replay(str(uuid.uuid4()), str(uuid.uuid4()), 1, "0" * 64, None) is None
-        assert len(seen) == (2 if pg else 1), seen  # no table: the read found no row, the settle follows
-    finally:
-        await engine.dispose()
+    with pytest.raises(CommitVersionConflictError):
+        await store.ratify(commit_row(table_id, 2), max_unbackfilled=50, releases=False)
+    took(2)  # the UPDATE that lost, then the judgement with the key's commit
+    assert await store.replay(table_id, str(uuid.uuid4()), 2, "0" * 64, 2) is None
+    took(1)
+    assert [c.version for c in (await store.get_commits(table_id, None, None, settle=True))[1]] == [2]
+    took(1)
+    assert await store.replay(str(uuid.uuid4()), str(uuid.uuid4()), 1, "0" * 64, None) is None
+    assert len(seen) == (2 if pg else 1), seen  # no table: the read found no row, the settle follows
