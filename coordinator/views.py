@@ -78,9 +78,15 @@ class Activity:
 
 
 def location_prefix(text: str) -> str | None:
-    """``text`` as a location prefix to search by (``s3://b/x``, ``/tmp/t``, ``file:///tmp/t``), else None."""
+    """``text`` as a location prefix to search by (``s3://b/x``, ``/tmp/t``, ``file:///tmp/t``; the filesystem
+    root or a bare ``s3://`` for every table there), else None."""
     if "://" not in text and not text.startswith("/"):
         return None
+    bare = text.rstrip("/")
+    if bare in ("", "file:"):
+        return "file:///"  # (no table's location is the root itself: every local table)
+    if bare.endswith(":") and bare[:-1].isalnum():
+        return bare + "//"  # a scheme alone: every table it holds
     try:
         return normalize_prefix(text)
     except CommitOwnerError:

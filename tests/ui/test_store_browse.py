@@ -17,6 +17,7 @@ from coordinator.store import CommitRow, OwnershipStore, create_engine, now_ms
 from coordinator.store.browse import BrowseStore
 from coordinator.store.names import NameStore
 from coordinator.store.rows import CatalogRow, SchemaRow
+from coordinator.views import location_prefix
 from tests.conftest import make_backend
 
 LOCATIONS = ["file:///w/a", "file:///w/a_b/t", "file:///w/a/t1", "file:///w/a/t2", "file:///w/ab", "file:///w/axb/t",
@@ -80,6 +81,12 @@ async def test_search_by_location_prefix_and_by_name(stores: tuple) -> None:
     assert await _all_pages(browse, 2, None, name_prefix="main.s.t1") == ["file:///w/a_b/t"]
     assert await _all_pages(browse, 2, None, unnamed=True) == [LOCATIONS[i] for i in (0, 2, 4, 6)]
     assert await _all_pages(browse, 2, ["file:///w/a"], name_prefix="main.") == ["file:///w/a/t2"]
+    # what the search box makes of a location root: every table under it, not a name that starts "file:///"
+    for text in ("file:///", "/", "file://"):
+        prefix = location_prefix(text)
+        assert await _all_pages(browse, 2, None, location_prefix=prefix) == sorted(LOCATIONS), text
+    assert location_prefix("s3://") == "s3://" and await _all_pages(browse, 2, None, location_prefix="s3://") == []
+    assert location_prefix("file:///w/a") == "file:///w/a" and location_prefix("sales") is None
     counts, unnamed = await browse.catalog_counts(["file:///w/a"])
     assert counts == {"main": 1} and unnamed == 2
     named = await browse.named_page("main", "s", "t1", 10, None)
