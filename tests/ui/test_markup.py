@@ -66,3 +66,20 @@ def test_a_commit_summary_counts_files_bytes_and_rows_and_says_when_rows_are_unk
     assert s.metadata_changed and not s.protocol_changed
     empty = summarize([{"commitInfo": {"operation": 3}}])
     assert empty.operation is None and empty.rows_added == 0 and empty.files_added == 0
+
+
+def test_a_table_the_owner_has_not_yet_committed_to_shows_its_version_not_the_protocols_minus_one() -> None:
+    from coordinator.api.ui.browse import _tables
+    from coordinator.api.ui.table import _state
+    from coordinator.store.rows import TableRow
+
+    fresh = TableRow(table_id="t1", location="file:///w/t", commit_dir="_commits", base_version=0, latest_version=0,
+                     latest_backfilled_version=0, last_commit_timestamp=None, accepting=True, status="ACTIVE",
+                     status_reason=None, created_at=1, updated_at=1, last_commit_at=None)
+    assert fresh.reported_latest == -1  # (what the Delta APIs answer: nothing ratified by the owner yet)
+    listed = str(_tables([fresh]))
+    assert '<td class="n">0</td><td class="n">0</td>' in listed and "-1" not in listed
+    state = str(_state(fresh))
+    assert "none yet (the log was at version 0 when the owner took it)" in state and "-1" not in state
+    ratified = str(_state(TableRow(**{**fresh.__dict__, "latest_version": 3})))
+    assert '<dd data-key="latest ratified">3</dd>' in ratified, ratified

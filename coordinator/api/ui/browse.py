@@ -44,7 +44,7 @@ def _tables(rows: Sequence[TableRow], *, names: bool = True) -> Markup:
                   '<td class="n backlog">{backlog}</td><td>{last}</td></tr>',
                   id=t.table_id, link=href("tables", t.table_id),
                   name=(t.label or "(no name)") if names else (t.label or "").rsplit(".", 1)[-1],
-                  location=t.location, status=status_cell(t.status, t.accepting), latest=t.reported_latest,
+                  location=t.location, status=status_cell(t.status, t.accepting), latest=t.latest_version,
                   published=t.latest_backfilled_version, backlog=t.unbackfilled, last=ts(t.last_commit_at))
                 for t in rows)
     return h('<table class="list" id="tables"><thead><tr><th>name</th><th>location</th><th>status</th>'

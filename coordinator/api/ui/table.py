@@ -62,7 +62,9 @@ def _state(t: TableRow) -> Markup:
     accepting = "yes" if t.accepting else f"no: {t.status.lower()}" + (f" ({why})" if why else "")
     pairs: list[tuple[str, Any]] = [
         ("status", status_cell(t.status, t.accepting)), ("accepting commits", accepting),
-        ("latest ratified", t.reported_latest), ("latest published", t.latest_backfilled_version),
+        ("latest ratified", t.reported_latest if t.reported_latest >= 0 else
+         f"none yet (the log was at version {t.base_version} when the owner took it)"),
+        ("latest published", t.latest_backfilled_version),
         ("backlog", f"{t.unbackfilled} commit(s) not yet published"), ("last commit", ts(t.last_commit_at))]
     if t.backfill_error:
         pairs.append(("publication error", f"{t.backfill_error} ({ts(t.backfill_error_at)})"))
