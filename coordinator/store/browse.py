@@ -126,7 +126,7 @@ class BrowseStore:
         stmt = _where(select(commits), c.table_id == table_id, None if before is None else c.version < before)
         async with self.db.tx(write=False, single=True) as conn:
             rows = (await conn.execute(stmt.order_by(c.version.desc()).limit(limit))).all()
-        return [CommitRow(**{f: r._mapping[f] for f in CommitRow.__dataclass_fields__}) for r in rows]
+        return [CommitRow.of(r._mapping) for r in rows]
 
     async def minutes(self, since_ms: int, scope: Sequence[str] | None, table_id: str | None = None) -> list[Minute]:
         """Commits ratified since ``since_ms``, per minute: of one table, or of every table ``scope`` covers.

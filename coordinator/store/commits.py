@@ -180,7 +180,7 @@ class Commits:
             rows = stmt.mappings(await self.db.driver.rows(conn, stmt, params))
         if not rows:
             raise TableNotFoundError(f"no table with id {table_id}")
-        out = [CommitRow(**{c.name: m["c_" + c.name] for c in commits.c}) for m in rows if m["c_version"] is not None]
+        out = [c for m in rows if (c := _commit_of(m, "c_")) is not None]
         return table_from(rows[0]), out
 
     async def commits_from(self, table_id: str, start: int, limit: int) -> tuple[TableRow, list[CommitRow]]:
@@ -342,9 +342,7 @@ def _get_commits_statement(has_start: bool, has_end: bool, backfilled: bool = Fa
 
 def _commit_of(m: Mapping[str, Any], prefix: str) -> CommitRow | None:
     """The commit row held in ``m``'s columns named ``<prefix><column>`` (None: an outer join found none)."""
-    if m[prefix + "version"] is None:
-        return None
-    return CommitRow(**{f: m[prefix + f] for f in CommitRow.__dataclass_fields__})
+    return None if m[prefix + "version"] is None else CommitRow.of(m, prefix)
 
 
 def _repeated(prior: CommitRow | None, key: str, version: int, sha256: str,
@@ -362,5 +360,4 @@ def _repeated(prior: CommitRow | None, key: str, version: int, sha256: str,
 
 
 def _commit(r: Any) -> CommitRow:
-    m = r._mapping
-    return CommitRow(**{f: m[f] for f in CommitRow.__dataclass_fields__})
+    return CommitRow.of(r._mapping)

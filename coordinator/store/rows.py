@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +98,12 @@ class CommitRow:
     # The commit's bytes while unpublished, when the owner writes the staged file (None: writer-staged, or
     # published). Never part of an answer: the staged file is rewritten from it (``coordinator/staged.py``).
     body: bytes | None = field(default=None, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, m: Mapping[Any, Any], prefix: str = "") -> CommitRow:
+        """The commit row held in ``m``'s columns named ``<prefix><field>`` (a row of ``commits``, or one joined
+        under a prefix)."""
+        return cls(**{f: m[prefix + f] for f in cls.__dataclass_fields__})
 
     def to_json(self, location: str, commit_dir: str) -> dict[str, Any]:
         return {

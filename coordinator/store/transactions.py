@@ -168,7 +168,7 @@ class Transactions:
             if got is None:
                 got = out[m["table_id"]] = (table_of(r), [])
             if m["c_version"] is not None:
-                got[1].append(CommitRow(**{c.name: m["c_" + c.name] for c in commits.c}))
+                got[1].append(CommitRow.of(m, "c_"))
         return out
 
     async def recent(self, limit: int = 20, table_id: str | None = None) -> list[TransactionRow]:
