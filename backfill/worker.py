@@ -78,6 +78,9 @@ class Backfiller:
         self._held: dict[str, tuple[float, float]] = {}
         self._progressed: set[str] = set()  # tables that published something in the current run
         self._triggered: dict[str, float] = {}  # table id -> when a commit of this process last asked for a run
+        # Tables whose lease another process holds: one look again is due LEASE_RETRY_SECONDS after the refusal,
+        # through this version (None: all); runs asked for meanwhile wait for it instead of asking again.
+        self._retry: dict[str, int | None] = {}
         self.on_result: Callable[[BackfillResult], None] | None = None
         self.metrics = metrics
         # (table id, version) whose commit this process is ratifying and writing (``own_publication``).
@@ -368,10 +371,30 @@ class Backfiller:
                 if tid in self._backoff and self._backoff[tid][0] > time.monotonic():
                     self._pending.setdefault(tid, up_to)
                     continue
+                if tid in self._retry:  # another process holds its lease: the look again that is due covers it
+                    if up_to != -2:
+                        self._look_again(tid, up_to)
+                    continue
                 await self._sem.acquire()
                 t = asyncio.create_task(self._one(tid, up_to, interval > 0))
                 self._inflight.add(t)
                 t.add_done_callback(self._inflight.discard)
+
+    def _look_again(self, table_id: str, up_to: int | None) -> None:
+        """Ask for a run of ``table_id`` through ``up_to`` once, LEASE_RETRY_SECONDS from the first refusal of its
+        lease: however many commits of this process ask meanwhile, a table another process publishes costs this
+        one at most one read and one lease statement per LEASE_RETRY_SECONDS (each asking for a retry of its own,
+        they were two statements per commit of this process, and more, as the retries begot retries)."""
+        if table_id in self._retry:
+            prev = self._retry[table_id]
+            self._retry[table_id] = None if up_to is None or prev is None else max(prev, up_to)
+            return
+        self._retry[table_id] = up_to
+        asyncio.get_running_loop().call_later(LEASE_RETRY_SECONDS, self._retry_due, table_id)
+
+    def _retry_due(self, table_id: str) -> None:
+        if table_id in self._retry:
+            self._enqueue(table_id, self._retry.pop(table_id))
 
     async def _one(self, table_id: str, up_to: int | None, by_interval: bool) -> None:
         self._progressed.discard(table_id)
@@ -400,7 +423,7 @@ class Backfiller:
             # found again by the next sweep: not retried here, or a process that commits nothing to a busy table
             # would read it and ask for its lease ten times a second for as long as the holder is busy).
             if not swept and (up_to is None or up_to >= 0):
-                asyncio.get_running_loop().call_later(LEASE_RETRY_SECONDS, self._enqueue, table_id, up_to)
+                self._look_again(table_id, up_to)
         except Exception as e:  # noqa: BLE001 - a background worker must survive anything
             if self.metrics is not None:
                 self.metrics.backfill_failures.inc()

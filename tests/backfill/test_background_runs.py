@@ -115,3 +115,42 @@ async def test_a_process_that_commits_nothing_to_a_busy_table_does_not_poll_its_
     finally:
         await b_app.stop()
         await a_app.stop()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_process_whose_commits_another_publishes_asks_for_the_lease_a_few_times_a_second(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Two services on one database take turns committing to one table (writers of one table on both workers
+    of `serve --workers 2`). One holds its lease and publishes every version, the other's included. The other
+    asks for the lease again at most once per LEASE_RETRY_SECONDS, however many commits it makes: asking after
+    each of its commits (and again for each refusal) was two statements per commit, hundreds a second."""
+    from backfill.worker import LEASE_RETRY_SECONDS
+
+    b = make_backend(request, "postgres", "local", "marks-both")
+    apps = [await InProcess.start(b, {}), await InProcess.start(b, {})]
+    try:
+        tid, loc = await apps[0].create_table()
+        asked = [0, 0]
+        for i, p in enumerate(apps):
+            real = p.store.acquire_lease
+
+            async def counted(*args, _real=real, _i=i, **kw):  # type: ignore[no-untyped-def]
+                asked[_i] += 1
+                return await _real(*args, **kw)
+
+            p.store.acquire_lease = counted  # type: ignore[method-assign]
+        started = time.monotonic()
+        v = 0
+        while time.monotonic() - started < 3.0:
+            v += 1
+            await commit(apps[v % 2], tid, v)
+        elapsed = time.monotonic() - started
+        await _until(f"version {v} published", lambda: asyncio.to_thread(b.exists, delta_file(loc, v)))
+        assert all(b.exists(delta_file(loc, n)) for n in range(1, v + 1))
+        bound = elapsed / LEASE_RETRY_SECONDS + 2 * (elapsed + 1) + 4  # looks again, sweeps, first asks
+        assert v / 2 > bound, f"too few commits ({v}) in {elapsed:.1f} s to tell asking per commit from the bound"
+        assert sum(asked) <= bound, f"{asked} asks for the lease for {v} commits in {elapsed:.1f} s (bound {bound:.0f})"
+    finally:
+        for p in apps:
+            await p.stop()
