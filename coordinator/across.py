@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sized
 
 from .store.turns import Held, TableTurns
 
@@ -62,9 +63,9 @@ class Across:
         """Whether another process raced for this table within ``SHARED_SECONDS``."""
         return time.monotonic() < self.shared_until
 
-    async def enter(self, waiting: int) -> int | None:
-        """Before the head of this process's line proposes (``waiting`` tickets in line): hold the table's turn
-        if the table is shared. Returns the table's latest version when the turn was just taken (else None)."""
+    async def enter(self, line: Sized) -> int | None:
+        """Before the head of this process's ``line`` proposes: hold the table's turn if the table is shared.
+        Returns the table's latest version when the turn was just taken (else None)."""
         if self._giving is not None:
             await asyncio.shield(self._giving)
         self.uses += 1
@@ -79,7 +80,10 @@ class Across:
         if held.waited:
             self.contended()
         self.held, self.in_use = held, True
-        self.quota = max(1, waiting)
+        # The round: every ticket in line once the turn is taken. Counted before the wait, it missed the
+        # writers that joined meanwhile (those of the last round, back with their next proposals): rounds of
+        # one commit each, a hand-over per commit.
+        self.quota = max(1, len(line))
         self.round_ends = time.monotonic() + ROUND_MAX_SECONDS
         return held.latest
 

@@ -328,7 +328,7 @@ class CommitService:
         lost_race = False
         try:
             if across is not None:  # the turn among processes, when others race for this table (decision 53)
-                turn.saw(await across.enter(len(line)))
+                turn.saw(await across.enter(line))
             return await self._commit(table_id, version, data, idempotency_key, staged)
         except CommitVersionConflictError as e:
             lost_race = True

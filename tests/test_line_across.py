@@ -73,6 +73,35 @@ async def test_losers_take_the_next_versions_in_the_order_they_lost_across_servi
         assert s.service._turn(table_id).across.idle  # type: ignore[union-attr]  # every turn given back
 
 
+async def test_a_round_is_every_ticket_in_line_when_the_turn_is_taken(inproc: InProcess, other: InProcess) -> None:
+    """The writers that line up while their service waits for the table's turn are in its round: three of s2's
+    writers take three versions before s1's next one (one each per turn made a hand-over per commit, and gave a
+    service with one writer as many versions as one with three)."""
+    s1, s2 = inproc, other
+    table_id = await raced_table(s1, s2)
+    turn_seconds(table_id, 10.0, s1, s2)
+    lost_with_slot(await propose(s1, table_id, 2, "a"), "a", 1)  # s1 holds the turn, a round of one
+    c = asyncio.ensure_future(propose(s2, table_id, 2, "c"))  # s2's head waits for the turn ...
+    await settle()
+    d = asyncio.ensure_future(propose(s2, table_id, 2, "d"))  # ... while d and e line up behind it
+    e = asyncio.ensure_future(propose(s2, table_id, 2, "e"))
+    await settle()
+    assert (await propose(s1, table_id, 3, "a"))[0] == 200  # s1's round is over: the turn goes to s2
+    lost_with_slot(await asyncio.wait_for(c, 5), "c", 1)
+    b = asyncio.ensure_future(propose(s1, table_id, 3, "b"))  # s1's next head waits for the turn
+    await settle()
+    assert (await propose(s2, table_id, 4, "c"))[0] == 200
+    assert lost_with_slot(await asyncio.wait_for(d, 5), "d", 1)["latestTableVersion"] == 4
+    assert (await propose(s2, table_id, 5, "d"))[0] == 200
+    assert lost_with_slot(await asyncio.wait_for(e, 5), "e", 1)["latestTableVersion"] == 5
+    await settle()
+    assert not b.done()  # s2's round of three is not over yet
+    assert (await propose(s2, table_id, 6, "e"))[0] == 200
+    assert lost_with_slot(await asyncio.wait_for(b, 5), "b", 1)["latestTableVersion"] == 6
+    assert (await propose(s1, table_id, 7, "b"))[0] == 200
+    assert (await s2.get_commits(table_id))["latestTableVersion"] == 7
+
+
 async def test_a_turn_among_services_nobody_comes_back_for_passes_on(inproc: InProcess, other: InProcess) -> None:
     s1, s2 = inproc, other
     table_id = await raced_table(s1, s2)
