@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import platform
 import sys
@@ -17,6 +18,9 @@ from .cpu import CpuWindow
 from .env import BenchEnv
 from .load import BenchError, Driver, local_published, run_paced, run_readers, run_writers
 from .stats import Sample, parse_counters, per_commit
+
+#: Scenario 6: the probe and its twin's take turns in this many slices each (decision 57).
+PROBE_SLICES = 4
 
 
 @dataclass
@@ -62,6 +66,8 @@ class Bench:
     results: list[dict[str, Any]] = field(default_factory=list)
     checks: dict[str, int] = field(default_factory=dict)  # table id -> expected latest version
     env: BenchEnv | None = None
+    twin: BenchEnv | None = None  # scenario 6: a second world, never grown, probed beside the first
+    twin_checks: dict[str, int] = field(default_factory=dict)
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -82,12 +88,12 @@ class Bench:
                      f"{cpu['load_generator_cores_per_1k_rps']} cores per 1,000 requests/s")
         return row
 
-    def _new_tables(self, n: int) -> list[str]:
+    def _new_tables(self, n: int, env: BenchEnv | None = None) -> list[str]:
         from client import CommitOwnerClient
         from client.lifecycle import create_table
 
-        assert self.env is not None
-        env = self.env
+        env = env or self.env
+        assert env is not None
         opts = ({"key": "bench", "secret": "bench", "endpoint_url": env.s3_endpoint} if env.storage == "s3" else None)
         schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
         ids = []
@@ -98,7 +104,7 @@ class Bench:
                 t = create_table(env.location(f"owner-{uuid.uuid4().hex[:10]}"), schema, client=c,
                                  storage_options=opts)
                 ids.append(t.table_id)
-                self.checks[t.table_id] = 0
+                (self.checks if env is self.env else self.twin_checks)[t.table_id] = 0
         return ids
 
     async def _owner_writers(self, scenario: str, tables: list[str], per_table: int, readers: int = 0,
@@ -129,23 +135,41 @@ class Bench:
             self._record("4. getCommits during 3" + suffix, "owner", rsample, readers=readers)
 
     async def _probe(self, label: str) -> dict[str, Any]:
-        """Scenario 6's probe: one writer on a fresh table, then sequential getCommits on it."""
-        assert self.env is not None
-        (table,) = self._new_tables(1)
-        half = max(0.5, self.opts.duration / 2)
-        async with Driver(self.env.endpoint) as d:
-            sample, acked = await run_writers(d, [table], 1, half, {table: 0})
-            self.checks[table] += acked[table]
-            await d.drain_backfill([table])
-            reads = Sample()
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < half:
-                s = time.perf_counter()
-                await d.get_commits(table)
-                reads.latencies.append(time.perf_counter() - s)
-            reads.elapsed = time.perf_counter() - t0
-        return {"commit": self._record(f"6. growth probe, {label}", "owner", sample),
-                "get": self._record(f"6. getCommits probe, {label}", "owner", reads)}
+        """Scenario 6's probe: one writer on a fresh table, then sequential getCommits on it. With the twin (a
+        second world on the same machine that is never grown) the same on a fresh table of its own, the two
+        taking turns in ``PROBE_SLICES`` slices each, so the probe after the growth has beside it how the
+        machine itself moved since the probe before (its load, its caches, its clock speed)."""
+        envs = [e for e in (self.env, self.twin) if e is not None]
+        tables = [self._new_tables(1, e)[0] for e in envs]
+        slices = PROBE_SLICES if len(envs) > 1 else 1
+        part = max(0.5, self.opts.duration / 2) / slices
+        writes, reads = [Sample() for _ in envs], [Sample() for _ in envs]
+        acked = dict.fromkeys(tables, 0)
+        async with contextlib.AsyncExitStack() as stack:
+            drivers = [await stack.enter_async_context(Driver(e.endpoint)) for e in envs]
+            for _ in range(slices):
+                for d, t, w in zip(drivers, tables, writes, strict=True):
+                    sample, done = await run_writers(d, [t], 1, part, {t: acked[t]})
+                    acked[t] += done[t]
+                    w.extend(sample)
+            for d, t in zip(drivers, tables, strict=True):
+                await d.drain_backfill([t])
+            for _ in range(slices):
+                for d, t, r in zip(drivers, tables, reads, strict=True):
+                    t0 = time.perf_counter()
+                    while time.perf_counter() - t0 < part:
+                        s = time.perf_counter()
+                        await d.get_commits(t)
+                        r.latencies.append(time.perf_counter() - s)
+                    r.elapsed += time.perf_counter() - t0
+        for t in tables:
+            (self.checks if t in self.checks else self.twin_checks)[t] += acked[t]
+        out = {"commit": self._record(f"6. growth probe, {label}", "owner", writes[0]),
+               "get": self._record(f"6. getCommits probe, {label}", "owner", reads[0])}
+        if len(envs) > 1:
+            out["twin"] = {"commit": self._record(f"6. growth probe, {label}, twin", "owner", writes[1]),
+                           "get": self._record(f"6. getCommits probe, {label}, twin", "owner", reads[1])}
+        return out
 
     async def _warm_up(self) -> None:
         """Unrecorded commits and reads first, so the first measured scenario does not pay for cold starts
@@ -212,11 +236,14 @@ class Bench:
     async def _check(self) -> list[str]:
         assert self.env is not None
         bad = []
-        async with Driver(self.env.endpoint) as d:
-            for t, want in self.checks.items():
-                got = await d.latest(t)
-                if got != want:
-                    bad.append(f"table {t}: latestTableVersion {got}, acknowledged through {want}")
+        for env, checks in ((self.env, self.checks), (self.twin, self.twin_checks)):
+            if env is None:
+                continue
+            async with Driver(env.endpoint) as d:
+                for t, want in checks.items():
+                    got = await d.latest(t)
+                    if got != want:
+                        bad.append(f"table {t}: latestTableVersion {got}, acknowledged through {want}")
         return bad
 
     # -- the run ------------------------------------------------------------------------------------
@@ -289,19 +316,26 @@ class Bench:
                                  deltars.run_deltars(self.env, deltars.create_tables(self.env, o.tables), 1,
                                                      o.duration))
             before = after = grown = None
+            twin_bad: list[str] = []
             if o.wants(6):
                 # The growth target compares probes taken just before and just after the growth: adjacent in
                 # time, so the machine's drift over the run (caches, autovacuum, other load) does not decide it.
-                before = asyncio.run(self._probe("before growth"))
-                self.say(f"  growing the database: {o.growth_tables} tables x {o.growth_rows} commit rows ...")
-                grown = growth.grow(self.env, o.growth_tables, o.growth_rows)
-                self.say(f"  grown in {grown['seconds']} s: {grown['tables_total']} tables, "
-                         f"{grown['commit_rows_total']} commit rows")
-                after = asyncio.run(self._probe("after growth"))
+                self.twin = BenchEnv(database=o.database, storage=o.storage, pg_url=o.pg_url,
+                                     backfill_batch_size=o.backfill_batch_size, workers=o.workers)
+                with self.twin:
+                    before = asyncio.run(self._probe("before growth"))
+                    self.say(f"  growing the database: {o.growth_tables} tables x {o.growth_rows} commit rows "
+                             "(not the twin's) ...")
+                    grown = growth.grow(self.env, o.growth_tables, o.growth_rows)
+                    self.say(f"  grown in {grown['seconds']} s: {grown['tables_total']} tables, "
+                             f"{grown['commit_rows_total']} commit rows")
+                    after = asyncio.run(self._probe("after growth"))
+                    twin_bad = asyncio.run(self._check())
+                self.twin, self.twin_checks = None, {}
                 if o.wants(9):  # scenario 9 measures the UI at the grown size
                     for label, sample in asyncio.run(ui.measure(self.env, o.ui_repeats)):
                         self._record(f"9. UI {label}, {grown['tables_total']} tables", "owner", sample)
-            bad = asyncio.run(self._check())
+            bad = asyncio.run(self._check()) + twin_bad
         report = {
             "machine": machine(),
             "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(o).items()},
@@ -396,12 +430,17 @@ def targets(results: list[dict[str, Any]], before: dict[str, Any] | None, after:
 
 
 def _growth_targets(add: Callable[..., None], before: dict[str, Any], after: dict[str, Any]) -> None:
-    add("commit p50 after growth / before", _ratio(after["commit"]["p50_ms"], before["commit"]["p50_ms"]), "<=", 1.1,
-        "scenario 6 probe (one writer on a fresh table) after the growth over the same probe just before it")
-    add("commit p99 after growth / before", _ratio(after["commit"]["p99_ms"], before["commit"]["p99_ms"]), "<=", 1.1,
-        "scenario 6 probe (one writer on a fresh table) after the growth over the same probe just before it")
-    add("getCommits p50 after growth / before", _ratio(after["get"]["p50_ms"], before["get"]["p50_ms"]), "<=", 1.1,
-        "scenario 6 probe (sequential getCommits) after the growth over the same probe just before it")
+    """The probe after the growth over the probe just before it; with the twin, divided by the twin's own ratio
+    over the same minutes (what the machine moved by itself: a world that was not grown)."""
+    for name, part, key, what in (("commit p50", "commit", "p50_ms", "one writer on a fresh table"),
+                                  ("commit p99", "commit", "p99_ms", "one writer on a fresh table"),
+                                  ("getCommits p50", "get", "p50_ms", "sequential getCommits")):
+        value = _ratio(after[part][key], before[part][key])
+        how = f"scenario 6 probe ({what}) after the growth over the same probe just before it"
+        if "twin" in before and "twin" in after:
+            value = _ratio(value, _ratio(after["twin"][part][key], before["twin"][part][key]))
+            how += ", over the same ratio of the twin (never grown), probed in turns with it"
+        add(f"{name} after growth / before", value, "<=", 1.1, how)
 
 
 def machine() -> dict[str, Any]:

@@ -31,6 +31,16 @@ class Sample:
     def count(self) -> int:
         return len(self.latencies)
 
+    def extend(self, other: Sample) -> None:
+        """Add ``other``, a later slice of the same side (scenario 6 probes in turns)."""
+        self.latencies += other.latencies
+        self.conflicts += other.conflicts
+        self.retries += other.retries
+        self.failures += other.failures
+        self.elapsed += other.elapsed
+        self.per_writer = ([a + b for a, b in zip(self.per_writer, other.per_writer, strict=True)] if self.per_writer
+                           else list(other.per_writer))
+
     def summary(self) -> dict[str, Any]:
         ms = [x * 1000.0 for x in self.latencies]
         return {
