@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import pytest
 
 from client.contract.layout import delta_file
-from tests.delta.conftest import V1Writer, assert_delta_error, v1
-from tests.support import Service, actions, ndjson
+from tests.delta.conftest import V1, V1Writer, assert_delta_error, v1
+from tests.ops.helpers import access_lines
+from tests.support import Service, actions, ndjson, wait_until
 from tests.unity.conftest import db_rows, ok, picture, uc
 
 
@@ -349,3 +351,22 @@ def test_a_table_named_through_api_v1_loads_with_its_logs_columns_in_both_apis(u
     info = ok(uc_service, "GET", f"/tables/{w.catalog}.s.logged")
     assert [(c["name"], c["type_text"], c.get("partition_index")) for c in info["columns"]] == [
         ("id", "bigint", None), ("day", "int", None), ("part", "string", 0)]
+
+
+def test_a_commit_and_its_refusal_are_logged_with_their_table_and_version(uc_service: Service) -> None:
+    """A /delta/v1 commit names its table in the path and its version in the body: the access line names both,
+    for a commit and for a refusal (the version taken again)."""
+    w = new_writer(uc_service)
+    status, reply, _ = w.commit(1)
+    assert status == 200, reply
+    status, reply, _ = w.commit(1)
+    assert status == 409, reply
+    path = V1 + w.path
+
+    def lines() -> list[dict[str, Any]]:
+        return [r for r in access_lines(uc_service) if r.get("path") == path and r.get("method") == "POST"]
+
+    wait_until(lambda: len(lines()) == 2, timeout=5, what="the access lines of both commits")
+    assert [(r["table_id"], int(r["version"]), r["status"]) for r in lines()] == [(w.table_id, 1, 200),
+                                                                                  (w.table_id, 1, 409)]
+    assert lines()[0]["outcome"] == "ok" and lines()[1]["outcome"] != "ok"

@@ -13,6 +13,17 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support import Service, ndjson
 
 
+def access_lines(svc: Service) -> list[dict[str, Any]]:
+    """The service's access log so far: one JSON record per request."""
+    out = []
+    for line in svc.log_text().splitlines():
+        if line.startswith("{"):
+            rec = json.loads(line)
+            if rec.get("logger") == "commit_owner.access":
+                out.append(rec)
+    return out
+
+
 def scrape(svc: Service) -> dict[tuple[str, frozenset], float]:
     """Every sample of ``/metrics``: (sample name, labels) -> value."""
     with urllib.request.urlopen(svc.endpoint + "/metrics", timeout=10) as r:

@@ -10,20 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coordinator.logs import _PATTERNS, redact
-from tests.ops.helpers import call, post_commit
+from tests.ops.helpers import access_lines, call, post_commit
 from tests.support import Service, actions, create_owned_table, wait_until
 
 SECRETS = ("s3cr3t-bearer-value", "qwerty-query-token", "dbpass-123")
-
-
-def access_lines(svc: Service) -> list[dict[str, Any]]:
-    out = []
-    for line in svc.log_text().splitlines():
-        if line.startswith("{"):
-            rec = json.loads(line)
-            if rec.get("logger") == "commit_owner.access":
-                out.append(rec)
-    return out
 
 
 def line_for(svc: Service, request_id: str) -> dict[str, Any]:
