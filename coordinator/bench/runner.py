@@ -104,7 +104,7 @@ class Bench:
                 t = create_table(env.location(f"owner-{uuid.uuid4().hex[:10]}"), schema, client=c,
                                  storage_options=opts)
                 ids.append(t.table_id)
-                (self.checks if env is self.env else self.twin_checks)[t.table_id] = 0
+                self._checks(env)[t.table_id] = 0
         return ids
 
     async def _owner_writers(self, scenario: str, tables: list[str], per_table: int, readers: int = 0,
@@ -162,8 +162,8 @@ class Bench:
                         await d.get_commits(t)
                         r.latencies.append(time.perf_counter() - s)
                     r.elapsed += time.perf_counter() - t0
-        for t in tables:
-            (self.checks if t in self.checks else self.twin_checks)[t] += acked[t]
+        for e, t in zip(envs, tables, strict=True):
+            self._checks(e)[t] += acked[t]
         out = {"commit": self._record(f"6. growth probe, {label}", "owner", writes[0]),
                "get": self._record(f"6. getCommits probe, {label}", "owner", reads[0])}
         if len(envs) > 1:
@@ -233,17 +233,18 @@ class Bench:
             row = self._record(name, "owner", sample, settings=self.env.settings, **extra)
             self.say(f"  {'':<34} {'':<9} {row['commits_per_second']:.1f} commits/s over {extra['tables']} tables")
 
-    async def _check(self) -> list[str]:
-        assert self.env is not None
+    def _checks(self, env: BenchEnv) -> dict[str, int]:
+        """The expected latest versions of ``env``'s tables (the twin keeps its own)."""
+        return self.twin_checks if env is self.twin else self.checks
+
+    async def _check(self, env: BenchEnv) -> list[str]:
+        """Every table of ``env`` whose latest version differs from the commits acknowledged to it."""
         bad = []
-        for env, checks in ((self.env, self.checks), (self.twin, self.twin_checks)):
-            if env is None:
-                continue
-            async with Driver(env.endpoint) as d:
-                for t, want in checks.items():
-                    got = await d.latest(t)
-                    if got != want:
-                        bad.append(f"table {t}: latestTableVersion {got}, acknowledged through {want}")
+        async with Driver(env.endpoint) as d:
+            for t, want in self._checks(env).items():
+                got = await d.latest(t)
+                if got != want:
+                    bad.append(f"table {t}: latestTableVersion {got}, acknowledged through {want}")
         return bad
 
     # -- the run ------------------------------------------------------------------------------------
@@ -330,12 +331,12 @@ class Bench:
                     self.say(f"  grown in {grown['seconds']} s: {grown['tables_total']} tables, "
                              f"{grown['commit_rows_total']} commit rows")
                     after = asyncio.run(self._probe("after growth"))
-                    twin_bad = asyncio.run(self._check())
+                    twin_bad = asyncio.run(self._check(self.twin))
                 self.twin, self.twin_checks = None, {}
                 if o.wants(9):  # scenario 9 measures the UI at the grown size
                     for label, sample in asyncio.run(ui.measure(self.env, o.ui_repeats)):
                         self._record(f"9. UI {label}, {grown['tables_total']} tables", "owner", sample)
-            bad = asyncio.run(self._check()) + twin_bad
+            bad = asyncio.run(self._check(self.env)) + twin_bad
         report = {
             "machine": machine(),
             "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(o).items()},
