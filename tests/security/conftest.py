@@ -79,18 +79,30 @@ def call(endpoint: str, method: str, path: str, body: bytes | None = None, token
 _ENGINES: dict[str, Any] = {}
 
 
-def db_state(database_url: str) -> dict[str, list[tuple]]:
-    """Every row of the ownership store's tables."""
-    from sqlalchemy import create_engine, text
+def db_state(database_url: str, tables: tuple[str, ...] = ("owned_tables", "commits", "tokens")) -> dict[str, list[tuple]]:
+    """Every row of the ownership store's ``tables``, less the backfill lease's columns (``compared``)."""
+    from sqlalchemy import create_engine, select
 
     from coordinator.store.engine import sync_url
+    from coordinator.store.schema import metadata
 
     engine = _ENGINES.get(database_url)
     if engine is None:
         engine = _ENGINES[database_url] = create_engine(sync_url(database_url))
     with engine.connect() as conn:
-        return {t: sorted(tuple(r) for r in conn.execute(text(f"SELECT * FROM {t}")))
-                for t in ("owned_tables", "commits", "tokens")}
+        return {t: sorted((tuple(r) for r in conn.execute(select(*compared(metadata.tables[t])))), key=repr)
+                for t in tables}
+
+
+def compared(table: Any) -> list[Any]:
+    """The columns of ``table`` that a before/after picture compares: all but the backfill lease's. The
+    background backfiller takes a table's lease after a commit and hands it back once the table has been idle
+    a second or two, whenever its sweep comes round, so those two may change while a refused request is in
+    flight. A refusal never takes a lease; what a lease guards (published files, their marks) is compared."""
+    from coordinator.store.schema import owned_tables
+
+    lease = (owned_tables.c.lease_owner, owned_tables.c.lease_expires_at)
+    return [c for c in table.c if not any(c is x for x in lease)]
 
 
 class State:

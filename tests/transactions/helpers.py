@@ -10,6 +10,7 @@ from sqlalchemy import select
 
 from coordinator.store.schema import commits, owned_tables, transactions
 from tests.inprocess import API, InProcess
+from tests.security.conftest import compared
 from tests.support import actions
 
 
@@ -42,11 +43,11 @@ async def settled(s: InProcess, ids: list[str]) -> None:
 
 
 async def state(s: InProcess, made: list[tuple[str, str]]) -> tuple[Any, ...]:
-    """The database rows of the tables (their row, every commit row), every transaction row, and every file
-    under each table's location."""
+    """The database rows of the tables (their row less the lease, every commit row), every transaction row,
+    and every file under each table's location."""
     ids = [t for t, _ in made]
     async with s.store.db.tx(write=False) as conn:
-        rows = (await conn.execute(select(owned_tables).where(owned_tables.c.table_id.in_(ids))
+        rows = (await conn.execute(select(*compared(owned_tables)).where(owned_tables.c.table_id.in_(ids))
                                    .order_by(owned_tables.c.table_id))).all()
         crows = (await conn.execute(select(commits).where(commits.c.table_id.in_(ids))
                                     .order_by(commits.c.table_id, commits.c.version))).all()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import make_backend
-from tests.security.conftest import call
+from tests.security.conftest import call, db_state
 from tests.support import Backend, Service, actions, delta_file, ndjson, next_ict
 
 UC = "/api/2.1/unity-catalog"
@@ -69,6 +69,7 @@ _ENGINES: dict[str, Any] = {}
 
 
 def db_rows(database_url: str) -> dict[str, list[tuple]]:
+    """Every row of ``STATE_TABLES`` as it is, each value as its repr (to pick columns out of)."""
     from sqlalchemy import create_engine, text
 
     from coordinator.store.engine import sync_url
@@ -92,7 +93,7 @@ def _dispose_uc_engines() -> Iterator[None]:
 def picture(svc: Service, *locations: str) -> tuple[Any, ...]:
     """Every database row and every file under ``locations`` (and the managed root)."""
     b = svc.backend
-    return (db_rows(b.database_url), *(b.snapshot(loc) for loc in (*locations, b.managed_location())))
+    return (db_state(b.database_url, STATE_TABLES), *(b.snapshot(loc) for loc in (*locations, b.managed_location())))
 
 
 def catalog_managed_version0(table_id: str, ict: int | None = None) -> list[dict[str, Any]]:
