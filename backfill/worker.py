@@ -42,6 +42,14 @@ MAX_BACKOFF_SECONDS = 30.0
 LEASE_RETRY_SECONDS = 0.1  # another process holds the table's lease: look again this soon (not a failure)
 
 
+def _merged(a: int | None, b: int | None) -> int | None:
+    """Two asks for a run of one table as one: through the later version; None (everything ratified) wins,
+    and -2 (a sweep's: the batch policy decides) gives way to any other."""
+    if a == -2 or b == -2:
+        return b if a == -2 else a
+    return None if a is None or b is None else max(a, b)
+
+
 class LeaseHeldElsewhere(UnavailableError):
     """Another process (another worker of `serve --workers N`, a `backfill-worker`) is backfilling the table."""
 
@@ -74,6 +82,10 @@ class Backfiller:
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._sem = asyncio.Semaphore(16)
+        # Tables with a run in flight. A table's runs take turns anyway (its lock), so the runs asked for
+        # meanwhile wait in ``_pending`` as one, for one run afterwards: a run per commit, each reading the
+        # table, fell behind a busy table's commits (decision 58).
+        self._running: set[str] = set()
         # Leases this process holds: table id -> (monotonic time until which it is surely ours, last use).
         self._held: dict[str, tuple[float, float]] = {}
         self._progressed: set[str] = set()  # tables that published something in the current run
@@ -182,8 +194,7 @@ class Backfiller:
             self._enqueue(table_id, version)
 
     def _enqueue(self, table_id: str, up_to: int | None) -> None:
-        prev = self._pending.get(table_id, -1)
-        self._pending[table_id] = None if up_to is None or prev is None else max(prev, up_to)
+        self._pending[table_id] = _merged(self._pending.get(table_id, -2), up_to)
         self._wake.set()
 
     def _remember(self, table_id: str, version: int, data: bytes, row: CommitRow | None = None) -> None:
@@ -371,11 +382,15 @@ class Backfiller:
                 if tid in self._backoff and self._backoff[tid][0] > time.monotonic():
                     self._pending.setdefault(tid, up_to)
                     continue
+                if tid in self._running:  # one run a table at a time: what it misses, the next one takes
+                    self._pending[tid] = _merged(self._pending.get(tid, -2), up_to)
+                    continue
                 if tid in self._retry:  # another process holds its lease: the look again that is due covers it
                     if up_to != -2:
                         self._look_again(tid, up_to)
                     continue
                 await self._sem.acquire()
+                self._running.add(tid)
                 t = asyncio.create_task(self._one(tid, up_to, interval > 0))
                 self._inflight.add(t)
                 t.add_done_callback(self._inflight.discard)
@@ -440,3 +455,6 @@ class Backfiller:
                 pass
         finally:
             self._sem.release()
+            self._running.discard(table_id)
+            if table_id in self._pending:
+                self._wake.set()
