@@ -396,7 +396,8 @@ def _ratio(a: Any, b: Any) -> float | None:
 
 def targets(results: list[dict[str, Any]], before: dict[str, Any] | None, after: dict[str, Any] | None,
             o: BenchOptions) -> list[dict[str, Any]]:
-    """Each target of docs/benchmarks.md whose scenarios ran, as a measured ratio and met / not met."""
+    """Each target of docs/benchmarks.md whose scenarios ran, as a measured ratio and met / not met (the limits
+    are those of the latest performance issue, issue 26, "The targets" in docs/benchmarks.md)."""
     out: list[dict[str, Any]] = []
 
     def add(name: str, value: Any, op: str, limit: float, how: str) -> None:
@@ -419,10 +420,10 @@ def targets(results: list[dict[str, Any]], before: dict[str, Any] | None, after:
         ">=", 5.0, "scenario 3 commits/s over delta-rs on the same number of tables")
     par = _find(results, "0b. parallel floor", "floor")
     add(f"{o.tables} tables rate / parallel floor rate", _ratio(many and many["per_second"], par and par["per_second"]),
-        ">=", 0.5, f"scenario 3 commits/s over scenario 0b (the floor's work on {o.tables} tables at once)")
-    add(f"{o.tables} tables p99 (ms)", many and many["p99_ms"], "<", 50.0, "scenario 3 commit p99")
+        ">=", 0.8, f"scenario 3 commits/s over scenario 0b (the floor's work on {o.tables} tables at once)")
+    add(f"{o.tables} tables p99 (ms)", many and many["p99_ms"], "<", 100.0, "scenario 3 commit p99")
     lag = next((r for r in results if r["scenario"].endswith("backfill lag")), None)
-    add(f"backfill lag p99 at {o.lag_rate:g}/s (ms)", lag and lag["p99_ms"], "<", 100.0,
+    add(f"backfill lag p99 at {o.lag_rate:g}/s (ms)", lag and lag["p99_ms"], "<", 10.0,
         "time from acknowledgment to <v>.json readable")
     if before is not None and after is not None:
         _growth_targets(add, before, after)
