@@ -2,7 +2,8 @@
 
 Triggers: after commit v when ``v % batch_size == 0`` (batch size 1 = after every commit), every
 ``interval_ms`` when set, and a slow sweep that picks up tables left behind (failures being retried
-with backoff, or a dead process's tables once its lease expired). Across processes sharing a
+with backoff, or a dead process's tables once its lease expired; a table whose oldest unpublished commit is
+younger than a sweep is left to the runs its commits ask for, decision 59). Across processes sharing a
 database, a per-table lease (a conditional UPDATE with expiry) lets one process at a time publish a
 table; within a process a per-table lock does the same.
 
@@ -29,6 +30,7 @@ from client.contract.errors import CommitOwnerError, InvalidArgumentError, Unava
 from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
+from coordinator.store.rows import now_ms
 
 from .publisher import BackfillResult, backfill_table, repair_hole
 
@@ -373,8 +375,12 @@ class Backfiller:
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + sweep_every
                 await self._release_idle(SWEEP_SECONDS)
+                # Without an interval the sweep is the fallback (decision 59): a table whose oldest unpublished
+                # commit is younger than a sweep has a run of the process that ratified it coming (or under way),
+                # and a sweeping process that committed nothing to it would only read it and be refused its lease.
+                young = None if interval > 0 else now_ms() - int(SWEEP_SECONDS * 1000)
                 try:
-                    for tid in await self.store.tables_behind():
+                    for tid in await self.store.tables_behind(ratified_before=young):
                         work.setdefault(tid, -2)  # -2: decide the target from the batch policy
                 except CommitOwnerError as e:
                     log.warning("backfill sweep could not list tables: %s", e)

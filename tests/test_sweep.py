@@ -69,6 +69,11 @@ async def test_the_sweep_reads_the_unpublished_commits_index_and_finds_exactly_t
             "SELECT table_id FROM owned_tables WHERE latest_version > latest_backfilled_version").fetchall()}
         assert set(behind) == by_table_row
         assert await store.tables_behind(limit=1) == [ids["unpublished"]]  # its unpublished commit is the oldest
+        # the background sweep's filter (decision 59): only tables whose oldest unpublished commit is older
+        assert await store.tables_behind(ratified_before=now_ms() - 60_000) == []
+        assert sorted(await store.tables_behind(ratified_before=now_ms() + 1)) == sorted(behind)
+        db.execute(f"UPDATE commits SET ratified_at = ratified_at - 120000 WHERE table_id = '{ids['partly']}'")
+        assert await store.tables_behind(ratified_before=now_ms() - 60_000) == [ids["partly"]]
 
         sql = str(behind_statement(1000).compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
         if sqlite:

@@ -25,17 +25,20 @@ def _unpublished(limit: int | None) -> Select[tuple[str, int]]:
     return stmt if limit is None else stmt.limit(limit)
 
 
-def behind_statement(limit: int) -> Select[tuple[str]]:
-    """The backfiller's sweep: tables with commit rows not yet backfilled, the oldest such commit first."""
-    return _unpublished(limit).with_only_columns(commits.c.table_id)
+def behind_statement(limit: int, ratified_before: int | None = None) -> Select[tuple[str]]:
+    """The backfiller's sweep: tables with commit rows not yet backfilled, the oldest such commit first; with
+    ``ratified_before`` (ms), only tables whose oldest such commit was ratified before then."""
+    stmt = _unpublished(limit).with_only_columns(commits.c.table_id)
+    return stmt if ratified_before is None else stmt.having(func.min(commits.c.ratified_at) < ratified_before)
 
 
 class Backlog:
     def __init__(self, db: Db) -> None:
         self.db = db
 
-    async def tables_behind(self, limit: int = 1000) -> list[str]:
-        """Ids of accepting-or-not tables with unbackfilled commits, the one waiting longest first.
+    async def tables_behind(self, limit: int = 1000, ratified_before: int | None = None) -> list[str]:
+        """Ids of accepting-or-not tables with unbackfilled commits, the one waiting longest first (only those
+        whose oldest unbackfilled commit was ratified before ``ratified_before``, ms, when it is given).
 
         Read from the commit rows not yet backfilled, through their partial index (``ix_commits_unbackfilled``):
         the sweep's cost follows the commits waiting for publication, not the number of tables. The same tables
@@ -43,7 +46,7 @@ class Backlog:
         raises ``latest_version`` in one transaction, a publication marks the rows and raises
         ``latest_backfilled_version`` in one transaction (decision 49)."""
         async with self.db.tx(write=False, single=True) as conn:
-            return [str(r[0]) for r in (await conn.execute(behind_statement(limit))).all()]
+            return [str(r[0]) for r in (await conn.execute(behind_statement(limit, ratified_before))).all()]
 
     async def behind(self, limit: int | None = None) -> list[tuple[TableRow, int]]:
         """The tables with unpublished commits, the one waiting longest first (at most ``limit``), each with the

@@ -138,8 +138,8 @@ class OwnershipStore:
 
     # -- backlog ------------------------------------------------------------------------------------
 
-    async def tables_behind(self, limit: int = 1000) -> list[str]:
-        return await self.backlog.tables_behind(limit)
+    async def tables_behind(self, limit: int = 1000, ratified_before: int | None = None) -> list[str]:
+        return await self.backlog.tables_behind(limit, ratified_before)
 
     async def behind(self, limit: int | None = None) -> list[tuple[TableRow, int]]:
         return await self.backlog.behind(limit)

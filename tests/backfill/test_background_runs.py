@@ -126,23 +126,31 @@ async def test_a_process_that_commits_nothing_to_a_busy_table_does_not_poll_its_
     request: pytest.FixtureRequest,
 ) -> None:
     """Two services on one database: A commits to a table steadily (and holds its lease), B commits nothing to
-    it. B's sweep finds the table behind now and then; it must leave it to A, not read it and ask for its
-    lease ten times a second for as long as A is busy."""
+    it. The table is behind at most moments, by commits A is about to publish; B's sweep must leave it to A,
+    not read it and ask for its lease (ten times a second before decision 44, once a second before 59)."""
     b = make_backend(request, "postgres", "local", "marks-two")
     a_app = await InProcess.start(b, {})
     b_app = await InProcess.start(b, {})
     try:
         tid, loc = await a_app.create_table()
         asked = lease_asks(b_app)
+        read = calls(b_app.store, "get_table") + calls(b_app.store, "get_commits")
+        a_runs = calls(a_app.backfiller, "backfill")
         started = time.monotonic()
         v = 0
         while time.monotonic() - started < 4.0:
             v += 1
             await commit(a_app, tid, v)
             await asyncio.sleep(0.01)
+        busy = len(a_runs)
         await _until("everything published", lambda: asyncio.to_thread(b.exists, delta_file(loc, v)))
-        # B's sweep runs once a second: a handful of asks at most, never the ~40 of a 0.1 s retry loop
-        assert len(asked) <= 8, f"B asked for A's table's lease {len(asked)} times in 4 s"
+        assert busy >= 10, f"A's own runs published its {v} commits in only {busy} runs: not a busy table"
+        # B's sweep runs once a second; it never saw an unpublished commit as old as a sweep, so it left the
+        # table to A (decision 59): before, it read the table and was refused its lease at every sweep (about
+        # 4 reads and 4 asks in 4 s), and earlier still it asked ten times a second (decision 44)
+        assert len(asked) <= 1, f"B asked for A's table's lease {len(asked)} times in 4 s"
+        sweep_reads = [t for t in read if t >= started]
+        assert len(sweep_reads) <= 2, f"B read A's busy table {len(sweep_reads)} times in 4 s"
     finally:
         await b_app.stop()
         await a_app.stop()
