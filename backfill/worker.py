@@ -66,11 +66,16 @@ class Backfiller:
         holder: str | None = None,
         background: bool = True,
         metrics: Metrics | None = None,
+        ratifies: bool = True,
     ) -> None:
+        """``ratifies``: this process also ratifies commits (``serve``), so each process publishes its own and the
+        sweep leaves a young backlog to them (decision 59); False for ``backfill-worker``, which publishes every
+        table its sweep finds behind."""
         self.store = store
         self.storage = storage
         self.settings = settings
         self.background = background
+        self.ratifies = ratifies
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._pending: dict[str, int | None] = {}
         self._wake = asyncio.Event()
@@ -375,10 +380,11 @@ class Backfiller:
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + sweep_every
                 await self._release_idle(SWEEP_SECONDS)
-                # Without an interval the sweep is the fallback (decision 59): a table whose oldest unpublished
-                # commit is younger than a sweep has a run of the process that ratified it coming (or under way),
-                # and a sweeping process that committed nothing to it would only read it and be refused its lease.
-                young = None if interval > 0 else now_ms() - int(SWEEP_SECONDS * 1000)
+                # In a process that ratifies, without an interval, the sweep is the fallback (decision 59): a
+                # table whose oldest unpublished commit is younger than a sweep has a run of the process that
+                # ratified it coming (or under way); a process that committed nothing to it would only read it
+                # and be refused its lease.
+                young = now_ms() - int(SWEEP_SECONDS * 1000) if self.ratifies and interval <= 0 else None
                 try:
                     for tid in await self.store.tables_behind(ratified_before=young):
                         work.setdefault(tid, -2)  # -2: decide the target from the batch policy

@@ -25,7 +25,8 @@ async def run_worker(settings: Settings) -> int:
                            connect_timeout=settings.db_connect_timeout_seconds) as engine:
         storage = StorageRouter(settings)
         try:
-            worker = Backfiller(OwnershipStore(engine, group_max_rows=settings.group_commit_max_rows), storage, settings, background=True)
+            store = OwnershipStore(engine, group_max_rows=settings.group_commit_max_rows)
+            worker = Backfiller(store, storage, settings, background=True, ratifies=False)  # publishes all it finds
             await worker.start()
             log.info("backfill worker %s running", worker.holder)
             await stop.wait()

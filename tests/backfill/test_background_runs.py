@@ -191,3 +191,48 @@ async def test_a_process_whose_commits_another_publishes_asks_for_the_lease_a_fe
     finally:
         for p in apps:
             await p.stop()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_standalone_worker_sweeps_every_table_behind_and_a_serving_process_only_the_stale_ones(
+    request: pytest.FixtureRequest,
+) -> None:
+    """Decision 59: the sweep of a process that ratifies leaves a backlog younger than a sweep to the process
+    whose commits made it; `backfill-worker` ratifies nothing, so its sweep takes every table behind at once
+    (else a deployment that publishes only through it would wait a second more for every version)."""
+    from backfill.worker import SWEEP_SECONDS, Backfiller
+
+    b = make_backend(request, "postgres", "local", "sweep-young")
+    api = await InProcess.start(b, {"COMMIT_OWNER_BACKFILL": "false"})  # `serve --no-backfill`
+    try:
+        serving = Backfiller(api.store, api.storage, api.settings, background=True)
+        standalone = Backfiller(api.store, api.storage, api.settings, background=True, ratifies=False)
+        asked = calls_with(api.store, "tables_behind")
+        await serving.start()
+        await asyncio.sleep(SWEEP_SECONDS * 1.5)  # one sweep of the serving process
+        await serving.stop()
+        assert asked and all(isinstance(kw.get("ratified_before"), int) for kw in asked), asked
+        asked.clear()
+        tid, loc = await api.create_table()
+        for v in range(1, 4):
+            await commit(api, tid, v)
+        await standalone.start()
+        await _until("version 3 published by the standalone worker",
+                     lambda: asyncio.to_thread(b.exists, delta_file(loc, 3)))
+        await standalone.stop()
+        assert asked and all(kw.get("ratified_before") is None for kw in asked), asked
+    finally:
+        await api.stop()
+
+
+def calls_with(owner: object, method: str) -> list[dict]:  # type: ignore[type-arg]
+    """The keyword arguments of every call of ``owner.method`` from now on (the real method still runs)."""
+    seen: list[dict] = []  # type: ignore[type-arg]
+    real = getattr(owner, method)
+
+    async def counted(*args, **kw):  # type: ignore[no-untyped-def]
+        seen.append(kw)
+        return await real(*args, **kw)
+
+    setattr(owner, method, counted)
+    return seen
