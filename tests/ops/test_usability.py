@@ -35,6 +35,9 @@ def test_the_listening_line_comes_once_the_port_is_bound(request: pytest.Fixture
         lines = [json.loads(line) for line in svc.log_text().splitlines() if line.startswith("{")]
         [listening] = [r for r in lines if "listening on" in r["msg"]]
         assert f"http://127.0.0.1:{svc.port}" in listening["msg"]
+        # the start-up heap is out of the collector's passes before the first request (decision 60)
+        frozen = re.search(r"; (\d+) start-up objects frozen", listening["msg"])
+        assert frozen and int(frozen.group(1)) > 10_000, listening["msg"]
     finally:
         svc.stop()
 
