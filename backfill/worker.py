@@ -382,11 +382,12 @@ class Backfiller:
                 await self._release_idle(SWEEP_SECONDS)
                 # In a process that ratifies, without an interval, the sweep is the fallback (decision 59): a
                 # table whose oldest unpublished commit is younger than a sweep has a run of the process that
-                # ratified it coming (or under way); a process that committed nothing to it would only read it
-                # and be refused its lease.
+                # ratified it coming (or under way), and a process that committed nothing to it would only read
+                # it and be refused its lease. Tables whose lease this process holds are taken at any age: it
+                # publishes the other processes' commits too, and nothing else tells it of them.
                 young = now_ms() - int(SWEEP_SECONDS * 1000) if self.ratifies and interval <= 0 else None
                 try:
-                    for tid in await self.store.tables_behind(ratified_before=young):
+                    for tid in await self.store.tables_behind(ratified_before=young, held=self._held.keys()):
                         work.setdefault(tid, -2)  # -2: decide the target from the batch policy
                 except CommitOwnerError as e:
                     log.warning("backfill sweep could not list tables: %s", e)

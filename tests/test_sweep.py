@@ -74,6 +74,9 @@ async def test_the_sweep_reads_the_unpublished_commits_index_and_finds_exactly_t
         assert sorted(await store.tables_behind(ratified_before=now_ms() + 1)) == sorted(behind)
         db.execute(f"UPDATE commits SET ratified_at = ratified_at - 120000 WHERE table_id = '{ids['partly']}'")
         assert await store.tables_behind(ratified_before=now_ms() - 60_000) == [ids["partly"]]
+        # ... and the tables the sweeping process holds the lease of, at any age (it publishes them)
+        assert await store.tables_behind(ratified_before=now_ms() - 60_000, held={ids["unpublished"]}) == \
+            [ids["partly"], ids["unpublished"]]
 
         sql = str(behind_statement(1000).compile(dialect=engine.dialect, compile_kwargs={"literal_binds": True}))
         if sqlite:

@@ -7,6 +7,8 @@ published (their partial index), counts are counted by the database, and lists a
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from sqlalchemy import Select, and_, func, or_, select
 
 from .db import Db
@@ -15,7 +17,7 @@ from .schema import commits, owned_tables
 from .tables import named_tables, table_of
 
 
-def _unpublished(limit: int | None) -> Select[tuple[str, int]]:
+def _unpublished(limit: int | None) -> Select[str, int]:
     """Tables with commit rows not yet backfilled and the ratification time of the oldest (``oldest``), the one
     waiting longest first: read through the unpublished commits' partial index (``ix_commits_unbackfilled``)."""
     c = commits.c
@@ -25,20 +27,21 @@ def _unpublished(limit: int | None) -> Select[tuple[str, int]]:
     return stmt if limit is None else stmt.limit(limit)
 
 
-def behind_statement(limit: int, ratified_before: int | None = None) -> Select[tuple[str]]:
-    """The backfiller's sweep: tables with commit rows not yet backfilled, the oldest such commit first; with
-    ``ratified_before`` (ms), only tables whose oldest such commit was ratified before then."""
-    stmt = _unpublished(limit).with_only_columns(commits.c.table_id)
-    return stmt if ratified_before is None else stmt.having(func.min(commits.c.ratified_at) < ratified_before)
+def behind_statement(limit: int) -> Select[str, int]:
+    """The backfiller's sweep: tables with commit rows not yet backfilled and their oldest such commit's
+    ratification time, the oldest first."""
+    return _unpublished(limit)
 
 
 class Backlog:
     def __init__(self, db: Db) -> None:
         self.db = db
 
-    async def tables_behind(self, limit: int = 1000, ratified_before: int | None = None) -> list[str]:
-        """Ids of accepting-or-not tables with unbackfilled commits, the one waiting longest first (only those
-        whose oldest unbackfilled commit was ratified before ``ratified_before``, ms, when it is given).
+    async def tables_behind(self, limit: int = 1000, ratified_before: int | None = None,
+                            held: Collection[str] = ()) -> list[str]:
+        """Ids of accepting-or-not tables with unbackfilled commits, the one waiting longest first. With
+        ``ratified_before`` (ms): only those whose oldest unbackfilled commit was ratified before then, and those
+        in ``held`` whatever its age (decision 59: the tables the sweeping process publishes).
 
         Read from the commit rows not yet backfilled, through their partial index (``ix_commits_unbackfilled``):
         the sweep's cost follows the commits waiting for publication, not the number of tables. The same tables
@@ -46,7 +49,8 @@ class Backlog:
         raises ``latest_version`` in one transaction, a publication marks the rows and raises
         ``latest_backfilled_version`` in one transaction (decision 49)."""
         async with self.db.tx(write=False, single=True) as conn:
-            return [str(r[0]) for r in (await conn.execute(behind_statement(limit, ratified_before))).all()]
+            rows = (await conn.execute(behind_statement(limit))).all()
+        return [str(r[0]) for r in rows if ratified_before is None or int(r[1]) < ratified_before or r[0] in held]
 
     async def behind(self, limit: int | None = None) -> list[tuple[TableRow, int]]:
         """The tables with unpublished commits, the one waiting longest first (at most ``limit``), each with the
