@@ -2,8 +2,9 @@
 
 Triggers: after commit v when ``v % batch_size == 0`` (batch size 1 = after every commit), every
 ``interval_ms`` when set, and a slow sweep that picks up tables left behind (failures being retried
-with backoff, or a dead process's tables once its lease expired; a table whose oldest unpublished commit is
-younger than a sweep is left to the runs its commits ask for, decision 59). Across processes sharing a
+with backoff, or a dead process's tables once its lease expired; in a process that ratifies, a table whose
+oldest unpublished commit is younger than a sweep is left to the runs its commits ask for, unless this process
+holds its lease, decision 59). Across processes sharing a
 database, a per-table lease (a conditional UPDATE with expiry) lets one process at a time publish a
 table; within a process a per-table lock does the same.
 

@@ -17,6 +17,15 @@ from typing import Any
 
 S3_KEY = S3_SECRET = "bench"
 
+#: The service settings of the bench's "tuned" runs (besides the batch size, which is the bench's option).
+TUNED = {
+    "COMMIT_OWNER_LOG_LEVEL": "WARNING",
+    "COMMIT_OWNER_LOG_FORMAT": "text",
+    "COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0",
+    "COMMIT_OWNER_DB_POOL_SIZE": "20",
+    "COMMIT_OWNER_GROUP_COMMIT_MAX_ROWS": "64",
+}
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -210,14 +219,7 @@ class BenchEnv:
             "COMMIT_OWNER_WORKERS": str(self.service_workers),
         }
         if self.settings == "tuned":
-            env.update({
-                "COMMIT_OWNER_LOG_LEVEL": "WARNING",
-                "COMMIT_OWNER_LOG_FORMAT": "text",
-                "COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0",
-                "COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(self.backfill_batch_size),
-                "COMMIT_OWNER_DB_POOL_SIZE": "20",
-                "COMMIT_OWNER_GROUP_COMMIT_MAX_ROWS": "64",
-            })
+            env.update({**TUNED, "COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(self.backfill_batch_size)})
         if self.storage == "s3":
             env.update({"COMMIT_OWNER_S3_ENDPOINT_URL": self.s3_endpoint,
                         "COMMIT_OWNER_S3_ACCESS_KEY_ID": S3_KEY, "COMMIT_OWNER_S3_SECRET_ACCESS_KEY": S3_SECRET})

@@ -65,13 +65,14 @@ async def test_published_at_once_and_recorded_a_moment_later(app: InProcess) -> 
     assert (await p.get_commits(tables[0][0]))["commits"] == []
 
 
-def calls(owner: object, method: str) -> list[float]:
-    """When ``owner.method`` is called from now on (the real method still runs)."""
-    seen: list[float] = []
+def calls(owner: object, method: str, note=lambda kw: time.monotonic()) -> list:  # type: ignore[no-untyped-def,type-arg]
+    """``note(keyword arguments)`` of every call of ``owner.method`` from now on, by default when it came (the real
+    method still runs)."""
+    seen: list = []  # type: ignore[type-arg]
     real = getattr(owner, method)
 
     async def counted(*args, **kw):  # type: ignore[no-untyped-def]
-        seen.append(time.monotonic())
+        seen.append(note(kw))
         return await real(*args, **kw)
 
     setattr(owner, method, counted)
@@ -207,7 +208,7 @@ async def test_a_standalone_worker_sweeps_every_table_behind_and_a_serving_proce
     try:
         serving = Backfiller(api.store, api.storage, api.settings, background=True)
         standalone = Backfiller(api.store, api.storage, api.settings, background=True, ratifies=False)
-        asked = calls_with(api.store, "tables_behind")
+        asked = calls(api.store, "tables_behind", note=lambda kw: kw)
         await serving.start()
         await asyncio.sleep(SWEEP_SECONDS * 1.5)  # one sweep of the serving process
         await serving.stop()
@@ -224,15 +225,3 @@ async def test_a_standalone_worker_sweeps_every_table_behind_and_a_serving_proce
     finally:
         await api.stop()
 
-
-def calls_with(owner: object, method: str) -> list[dict]:  # type: ignore[type-arg]
-    """The keyword arguments of every call of ``owner.method`` from now on (the real method still runs)."""
-    seen: list[dict] = []  # type: ignore[type-arg]
-    real = getattr(owner, method)
-
-    async def counted(*args, **kw):  # type: ignore[no-untyped-def]
-        seen.append(kw)
-        return await real(*args, **kw)
-
-    setattr(owner, method, counted)
-    return seen
