@@ -142,7 +142,8 @@ async def _read(storage: StorageRouter, uri: str) -> bytes:
 async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: TableRow, from_version: int) -> list[int]:
     """Re-publish already-backfilled versions >= ``from_version`` whose ``<v>.json`` went missing.
 
-    Uses the kept commit rows and their staged files; stops at the first version that is present.
+    Uses the kept commit rows and their staged files; stops at the first version that is present. A version
+    that was published with its commit has no staged file (decision 61): its loss is reported, not repaired.
     Returns the versions re-published.
     """
     fixed: list[int] = []
@@ -155,7 +156,15 @@ async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: Tabl
         row = await store.get_commit(table.table_id, v)
         if row is None:
             break
-        data = await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
+        try:
+            data = await storage.for_uri(staged := staged_file(table.location, table.commit_dir, row.file_name)).read(staged)
+        except FileNotFoundError:  # published with its commit (decision 61): <v>.json was its only file
+            raise UnavailableError(
+                f"_delta_log/{delta_file_name(v)} of published version {v} is missing, and the owner keeps no other "
+                "copy of it (its staged file was never written or was cleaned up): restore the file from a backup"
+            ) from None
+        except OSError as e:
+            raise UnavailableError(f"storage error reading {row.file_name}: {e}") from e
         await _check_ratified(store, table, row, data)
         try:
             await backend.put_if_absent(target, data)

@@ -53,6 +53,13 @@ def _merged(a: int | None, b: int | None) -> int | None:
     return None if a is None or b is None else max(a, b)
 
 
+#: A timed flush of the marks leaves a table whose row is held for the next flush this many times at most.
+MARK_TRIES = 3
+
+#: A commit that publishes itself renews its table's lease when it is surely held for less than this.
+PUBLISH_MARGIN_SECONDS = 1.0
+
+
 class LeaseHeldElsewhere(UnavailableError):
     """Another process (another worker of `serve --workers N`, a `backfill-worker`) is backfilling the table."""
 
@@ -108,6 +115,7 @@ class Backfiller:
         # Published but not yet recorded (decision 44): table id -> the version published through.
         self._unmarked: dict[str, int] = {}
         self._flush: asyncio.TimerHandle | None = None
+        self._mark_tries: dict[str, int] = {}  # tables left by timed flushes in a row (their row was held)
         self._flushing: set[asyncio.Task[None]] = set()
 
     @contextlib.contextmanager
@@ -145,12 +153,13 @@ class Backfiller:
 
     # -- leases -------------------------------------------------------------------------------------
 
-    async def _lease(self, table_id: str) -> bool:
+    async def _lease(self, table_id: str, renew_within: float = 0.0) -> bool:
         """Hold the table's lease. A background backfiller keeps it while the table is busy and renews
-        it once half its time is gone, so steady commits cost no lease statements (docs/decisions.md)."""
+        it once half its time is gone (or ``renew_within`` seconds before), so steady commits cost no lease
+        statements (docs/decisions.md)."""
         now = time.monotonic()
         held = self._held.get(table_id)
-        if held is not None and held[0] > now:
+        if held is not None and held[0] > now + renew_within:
             self._held[table_id] = (held[0], now)
             return True
         ttl = self.settings.backfill_lease_seconds
@@ -179,6 +188,51 @@ class Backfiller:
             if now - used >= idle_seconds and table_id not in self._pending and not (lock and lock.locked()):
                 await self._release(table_id)
 
+    # -- publication with the commit (decision 61) ---------------------------------------------------
+
+    def publishes_next(self, table_id: str, version: int) -> bool:
+        """Whether this process can publish ``version`` as part of its commit, right after the ratifying
+        statement: it publishes each commit as it comes (a serving process, no interval, no batch), holds the
+        table's lease for a while yet, knows the table, and has published every version before this one."""
+        if not (self.background and self.ratifies) or self.settings.backfill_interval_ms > 0 \
+                or self.settings.backfill_batch_size != 1:
+            return False
+        held = self._held.get(table_id)
+        known = self._known.get(table_id)
+        if held is None or known is None or held[0] <= time.monotonic():
+            return False
+        done = max(known.latest_backfilled_version, self._unmarked.get(table_id, -1))
+        # The versions between are this process's own, in memory, and a run of it is publishing them.
+        return done < version and all((self._cache.get((table_id, v)) or (None,))[0] is not None
+                                      for v in range(done + 1, version))
+
+    def published_through(self, table_id: str) -> int:
+        """The version through which this process knows ``table_id`` is published (-1: it knows of none)."""
+        known = self._known.get(table_id)
+        return max(known.latest_backfilled_version if known is not None else -1, self._unmarked.get(table_id, -1))
+
+    async def publish_own(self, row: CommitRow, data: bytes) -> bool:
+        """Publish ``row`` (just ratified by this process, ``data`` its bytes) as ``<v>.json`` now, its mark
+        deferred as a background run's. False when this process can no longer publish it next (the commit's
+        staged file is then written, and a background run publishes it); raises what ``backfill_table`` raises."""
+        table_id = row.table_id
+        self._remember(table_id, row.version, data, row)
+        self._triggered[table_id] = time.monotonic()
+        async with self._locks.setdefault(table_id, asyncio.Lock()):
+            remembered = self._from_memory(table_id, row.version) if self.publishes_next(table_id, row.version) \
+                else None
+            if remembered is None or not await self._lease(table_id, renew_within=PUBLISH_MARGIN_SECONDS):
+                return False
+            table, rows = remembered
+            metrics = self.metrics
+            result = await backfill_table(
+                self.store, self.storage, table, row.version, cached=self._cached, rows=rows,
+                mark=self._defer_mark,
+                on_row=(lambda r: metrics.observe_published(r.ratified_at)) if metrics else None,
+            )
+            self._learned(table, result.backfilled_through)
+            return result.backfilled_through >= row.version
+
     # -- triggers -----------------------------------------------------------------------------------
 
     async def after_commit(self, table_id: str, version: int, data: bytes, gives_up_ownership: bool,
@@ -206,6 +260,8 @@ class Backfiller:
         self._wake.set()
 
     def _remember(self, table_id: str, version: int, data: bytes, row: CommitRow | None = None) -> None:
+        if (known := self._cache.pop((table_id, version), None)) is not None:
+            self._cache_bytes -= len(known[1])
         self._cache[(table_id, version)] = (row, data)
         self._cache_bytes += len(data)
         while self._cache_bytes > 64 * 1024 * 1024 or len(self._cache) > 10_000:
@@ -266,24 +322,34 @@ class Backfiller:
 
     async def _flush_marks(self) -> None:
         try:
-            await self.mark_pending()
+            await self.mark_pending(patient=True)
         except CommitOwnerError as e:
             log.warning("recording published versions failed (retried with the next ones): %s", e.message)
             if self._unmarked and self._flush is None:
                 self._flush = asyncio.get_running_loop().call_later(1.0, self._start_flush)
 
-    async def mark_pending(self, table_ids: list[str] | None = None) -> None:
+    async def mark_pending(self, table_ids: list[str] | None = None, *, patient: bool = False) -> None:
         """Record the deferred marks (of ``table_ids``, or all) in one round trip. They stay pending until the
         database has them, so a run that reads the table meanwhile still starts from what was published; on
-        failure they are kept for the next flush, and the error raised."""
+        failure they are kept for the next flush, and the error raised. ``patient`` (the timed flush): a table
+        whose row a ratification holds just then is left for the next flush, up to ``MARK_TRIES`` flushes in
+        a row, instead of a statement of its own that waits for the row (decision 61)."""
         pending = {t: self._unmarked[t] for t in (table_ids if table_ids is not None else list(self._unmarked))
                    if t in self._unmarked}
         if not pending:
             return
-        await self.store.mark_backfilled_many(pending)
+        later = [t for t in pending if self._mark_tries.get(t, 0) < MARK_TRIES - 1] if patient else []
+        left = await self.store.mark_backfilled_many(pending, later=later)
         for t, v in pending.items():
+            if t in left:
+                self._mark_tries[t] = self._mark_tries.get(t, 0) + 1
+                continue
+            self._mark_tries.pop(t, None)
             if self._unmarked.get(t) == v:  # (a later publication's mark stays pending)
                 del self._unmarked[t]
+        if left and self._flush is None:
+            self._flush = asyncio.get_running_loop().call_later(
+                self.settings.backfill_mark_delay_ms / 1000.0, self._start_flush)
 
     # -- the work -----------------------------------------------------------------------------------
 

@@ -394,8 +394,24 @@ class CommitService:
         if prior is None:
             raise stale
         place = await self.place(table_id)
-        await self.staged.ensure(place.location, place.commit_dir, [prior])
+        if await self._replayed_published(place, table_id, prior):
+            return prior.to_json_published(place.location)
         return prior.to_json(place.location, place.commit_dir)
+
+    async def _replayed_published(self, place: TablePlace, table_id: str, prior: CommitRow) -> bool:
+        """Whether the replay of ``prior`` is answered with its ``<v>.json``, as its first attempt was when it was
+        published with its commit (decision 61) and so has no staged file; else its staged file is made sure
+        of. Raises UnavailableError."""
+        published = prior.backfilled_at is not None or (
+            self.backfiller is not None and prior.version <= self.backfiller.published_through(table_id))
+        if published:
+            path = staged_file(place.location, place.commit_dir, prior.file_name)
+            try:
+                return not await self.storage.for_uri(path).exists(path)
+            except OSError as e:
+                raise UnavailableError(f"log storage unavailable while answering a replay: {type(e).__name__}") from e
+        await self.staged.ensure(place.location, place.commit_dir, [prior])
+        return False
 
     async def _ratify(self, table_id: str, version: int, data: bytes, uid: str,
                       staged: FileInfo | None = None) -> dict[str, Any]:
@@ -417,31 +433,38 @@ class CommitService:
         else:
             with self.backfiller.own_publication(table_id, version) if self.backfiller is not None \
                     else contextlib.nullcontext():
-                ratified = await self._ratify_owner_written(place, table_id, version, data, uid, sha,
-                                                            body.in_commit_timestamp, releases)
-                return await self._ratified(place, table_id, ratified, data, body.metadata, releases)
+                ratified, published = await self._ratify_owner_written(place, table_id, version, data, uid, sha,
+                                                                       body.in_commit_timestamp, releases)
+                return await self._ratified(place, table_id, ratified, data, body.metadata, releases, published)
         return await self._ratified(place, table_id, ratified, data, body.metadata, releases)
 
     async def _ratified(self, place: TablePlace, table_id: str, ratified: CommitRow, data: bytes,
-                        metadata: dict[str, Any] | None, releases: bool) -> dict[str, Any]:
-        """What follows a ratification: the catalog's columns, the backfiller's turn, the answer."""
+                        metadata: dict[str, Any] | None, releases: bool, published: bool = False) -> dict[str, Any]:
+        """What follows a ratification: the catalog's columns, the backfiller's turn, the answer. A commit
+        published with its ratification (decision 61) is answered with its published file."""
         if metadata is not None:
             await self._record_columns(table_id, ratified.version, metadata)
+        if published:
+            return ratified.to_json_published(place.location)
         if self.backfiller is not None:
             await self.backfiller.after_commit(table_id, ratified.version, data, releases, ratified)
         return ratified.to_json(place.location, place.commit_dir)
 
     async def _ratify_owner_written(self, place: TablePlace, table_id: str, version: int, data: bytes, uid: str,
-                                    sha: str, commit_timestamp: int, releases: bool) -> CommitRow:
-        """The database as the write-ahead log (decision 43): the staged file is written while the one
-        ratifying transaction runs, the row keeping the bytes; the answer waits for both. The file name is
-        fresh for each attempt (the key lives in the row), so no two attempts ever share a file.
+                                    sha: str, commit_timestamp: int, releases: bool) -> tuple[CommitRow, bool]:
+        """The database as the write-ahead log (decision 43): the ratifying transaction keeps the bytes in
+        the row. When this process publishes the table's commits as they come and this is the next one, the
+        version is published as ``<v>.json`` right after the transaction, and no staged file is written at
+        all (decision 61); else the staged file is written while the transaction runs. The answer waits for
+        the file it names. The staged file's name is fresh for each attempt (the key lives in the row), so no
+        two attempts ever share a file. Returns the ratified row and whether it is published.
 
         * refused for certain: the attempt's file is an orphan, removed once its write settled;
         * outcome unknown (database unreachable, cancelled): the file stays, whatever becomes of the row;
         * an idempotent replay of an earlier attempt: that attempt's file is made sure of, this one's removed;
-        * ratified but the file failed: it is written again from memory; when that fails too, 503 (the row is
-          durable and the file is rewritten from it before any reader sees the version).
+        * ratified but not published, and the file failed or was never started: it is written from memory;
+          when that fails, 503 (the row is durable and the file is rewritten from it before any reader sees
+          the version).
         """
         name = staged_file_name(version)
         path = staged_file(place.location, place.commit_dir, name)
@@ -452,38 +475,54 @@ class CommitService:
             file_modification_time=now, commit_timestamp=commit_timestamp, content_sha256=sha, ratified_at=now,
             body=data,
         )
-        write = asyncio.ensure_future(storage.put_if_absent(path, data))
+        backfiller = self.backfiller
+        # Not in _staged_commits: the Unity Catalog API lists published commits by their staged files too, and
+        # Sail reads them there (a catalog-managed table's commits keep their staged files).
+        direct = backfiller is not None and not releases and place.commit_dir != STAGED_COMMITS_DIR \
+            and backfiller.publishes_next(table_id, version)
+        write = None if direct else asyncio.ensure_future(storage.put_if_absent(path, data))
         try:
             ratified = await self.store.ratify(
                 row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
         except (CommitFailedError, TableNotFoundError):
-            if await _settled(write):  # certain refusal: our file is an orphan
+            if write is not None and await _settled(write):  # certain refusal: our file is an orphan
                 await self.remove_orphan(storage, path)
             raise
         except BaseException:
-            write.add_done_callback(_drop_result)  # unknown outcome: the file stays
+            if write is not None:
+                write.add_done_callback(_drop_result)  # unknown outcome: the file stays
             raise
         if ratified.file_name != name:  # the replay of an earlier attempt under the same key
-            if await _settled(write):
+            if write is not None and await _settled(write):
                 await self.remove_orphan(storage, path)
-            await self.staged.ensure(place.location, place.commit_dir, [ratified])
-            return ratified
-        try:
-            await write
-        except FileExistsError:
-            pass  # a reader of the ratified row wrote it from the row first: the same bytes
-        except OSError as e:
-            log.warning("table %s: version %d is ratified, writing its staged file failed (%s); trying again",
-                        table_id, version, type(e).__name__)
+            return ratified, await self._replayed_published(place, table_id, ratified)
+        if write is None and backfiller is not None:
+            try:
+                if await backfiller.publish_own(ratified, data):
+                    return ratified, True
+            except CommitOwnerError as e:  # a background run retries it, and records what it finds
+                log.warning("table %s: publishing version %d with its commit failed (%s); its staged file is "
+                            "written instead", table_id, version, e.message)
+        failed: OSError | None = None
+        if write is not None:
+            try:
+                await write
+            except FileExistsError:
+                pass  # a reader of the ratified row wrote it from the row first: the same bytes
+            except OSError as e:
+                log.warning("table %s: version %d is ratified, writing its staged file failed (%s); trying again",
+                            table_id, version, type(e).__name__)
+                failed = e
+        if write is None or failed is not None:
             try:
                 await self.staged.ensure(place.location, place.commit_dir, [row])
             except UnavailableError as again:
                 raise UnavailableError(
                     f"version {version} is ratified but its staged file could not be written ({again.message}); it "
                     "is written from the database before any reader is told of it: retry with the same "
-                    "Idempotency-Key to hear the outcome", latest_table_version=version) from e
+                    "Idempotency-Key to hear the outcome", latest_table_version=version) from failed or again
         self.staged.written(table_id, version)
-        return ratified
+        return ratified, False
 
     async def after_ratified(self, row: CommitRow, body: CommitBody) -> None:
         """What follows a commit ratified by a multi-table transaction (coordinator/transactions.py), as after
@@ -527,11 +566,21 @@ class CommitService:
         if start is not None and end is not None and start > end:
             raise InvalidArgumentError(f"startVersion {start} is greater than endVersion {end}")
         table, rows = await self.store.get_commits(table_id, start, end)
-        await self.staged.ensure(table.location, table.commit_dir, rows)
         return {
-            "commits": [r.to_json(table.location, table.commit_dir) for r in rows],
+            "commits": await self._for_readers(table.location, table.commit_dir, table_id, rows),
             "latestTableVersion": table.reported_latest,
         }
+
+    async def _for_readers(self, location: str, commit_dir: str, table_id: str,
+                           rows: list[CommitRow]) -> list[dict[str, Any]]:
+        """``rows`` as a reader is handed them, by the file their writer was answered with: a version this
+        process published with its commit (decision 61, no staged file; its mark may not be recorded yet) by its
+        ``<v>.json``, the others by their staged files, made sure of first. Raises UnavailableError."""
+        through = self.backfiller.published_through(table_id) if self.backfiller is not None else -1
+        published = {r.version for r in rows if r.version <= through and not self.staged.known(table_id, r.version)}
+        await self.staged.ensure(location, commit_dir, [r for r in rows if r.version not in published])
+        return [r.to_json_published(location) if r.version in published else r.to_json(location, commit_dir)
+                for r in rows]
 
     async def add_unseen_commits(self, err: CommitVersionConflictError, table_id: str, version: int) -> None:
         """Put on ``err`` (a refusal of ``version``) the ratified commits from ``version`` on, at most
@@ -553,12 +602,11 @@ class CommitService:
             err.unseen_commits, err.unseen_commits_complete = [], False
             return
         try:
-            await self.staged.ensure(table.location, table.commit_dir, rows)
+            err.unseen_commits = await self._for_readers(table.location, table.commit_dir, table_id, rows)
         except UnavailableError:
             err.unseen_commits, err.unseen_commits_complete = [], False
             return
         err.latest_table_version = table.reported_latest
-        err.unseen_commits = [r.to_json(table.location, table.commit_dir) for r in rows]
         err.unseen_commits_complete = [r.version for r in rows] == list(range(version, table.latest_version + 1))
         if turn is not None and turn.across is not None and turn.across.shared and err.unseen_commits_complete:
             turn.learned(err.unseen_commits)  # a table other processes commit to too (decision 53)

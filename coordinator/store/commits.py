@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from sqlalchemy import and_, bindparam, select, update
@@ -224,16 +224,23 @@ class Commits:
             return  # else the group skipped it (its table row was held): on its own, in this task
         await self.db.dialect.mark_one(self.db, mark_params(table_id, up_to, now_ms()))
 
-    async def mark_backfilled_many(self, items: dict[str, int]) -> None:
+    async def mark_backfilled_many(self, items: dict[str, int], *, later: Collection[str] = ()) -> set[str]:
         """Several tables' marks (table id -> published through) in one round trip; a table whose row another
-        transaction holds, or all of them after a deadlock with another process's batch, on its own."""
-        if len(items) == 1:
+        transaction holds, or all of them after a deadlock with another process's batch, on its own, except
+        the tables of ``later``: those are left unmarked and returned, for the caller's next round trip."""
+        if len(items) == 1 and not later:
             await self.mark_backfilled(*next(iter(items.items())))
-            return
+            return set()
         marked = set(t for t, ok in zip(sorted(items), await self._mark_many(sorted(items.items())), strict=True) if ok)
+        left = set()
         for table_id, up_to in items.items():
-            if table_id not in marked:
+            if table_id in marked:
+                continue
+            if table_id in later:
+                left.add(table_id)
+            else:
                 await self.db.dialect.mark_one(self.db, mark_params(table_id, up_to, now_ms()))
+        return left
 
     async def _mark_many(self, items: list[tuple[str, int]]) -> list[bool]:
         """The group's round trip of backfill marks (distinct tables, sent in table order). Returns whether

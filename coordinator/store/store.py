@@ -130,8 +130,8 @@ class OwnershipStore:
     async def mark_backfilled(self, table_id: str, up_to: int) -> None:
         await self.commits.mark_backfilled(table_id, up_to)
 
-    async def mark_backfilled_many(self, items: dict[str, int]) -> None:
-        await self.commits.mark_backfilled_many(items)
+    async def mark_backfilled_many(self, items: dict[str, int], *, later: Collection[str] = ()) -> set[str]:
+        return await self.commits.mark_backfilled_many(items, later=later)
 
     async def record_backfill_error(self, table_id: str, message: str) -> None:
         await self.commits.record_backfill_error(table_id, message)

@@ -135,22 +135,23 @@ async def test_a_process_that_commits_nothing_to_a_busy_table_does_not_poll_its_
     try:
         tid, loc = await a_app.create_table()
         asked = lease_asks(b_app)
-        read = calls(b_app.store, "get_table") + calls(b_app.store, "get_commits")
+        reads = [calls(b_app.store, "get_table"), calls(b_app.store, "get_commits")]
         a_runs = calls(a_app.backfiller, "backfill")
+        a_own = calls(a_app.backfiller, "publish_own")  # its commits that published themselves (decision 61)
         started = time.monotonic()
         v = 0
         while time.monotonic() - started < 4.0:
             v += 1
             await commit(a_app, tid, v)
             await asyncio.sleep(0.01)
-        busy = len(a_runs)
+        busy = len(a_runs) + len(a_own)
         await _until("everything published", lambda: asyncio.to_thread(b.exists, delta_file(loc, v)))
-        assert busy >= 10, f"A's own runs published its {v} commits in only {busy} runs: not a busy table"
+        assert busy >= 10, f"A published its {v} commits in only {busy} runs: not a busy table"
         # B's sweep runs once a second; it never saw an unpublished commit as old as a sweep, so it left the
         # table to A (decision 59): before, it read the table and was refused its lease at every sweep (about
         # 4 reads and 4 asks in 4 s), and earlier still it asked ten times a second (decision 44)
         assert len(asked) <= 1, f"B asked for A's table's lease {len(asked)} times in 4 s"
-        sweep_reads = [t for t in read if t >= started]
+        sweep_reads = [t for seen in reads for t in seen if t >= started]
         assert len(sweep_reads) <= 2, f"B read A's busy table {len(sweep_reads)} times in 4 s"
     finally:
         await b_app.stop()

@@ -108,3 +108,56 @@ def test_a_kill_between_the_ratification_and_the_staged_write_loses_nothing_and_
             pytest.fail(f"commit after recovery failed: {e}")
     finally:
         svc.stop()
+
+
+@pytest.mark.parametrize("db,storage", [("postgres", "local"), ("sqlite", "s3")])
+def test_a_kill_before_a_commit_published_itself_loses_nothing_and_no_reader_sees_a_missing_file(
+    request: pytest.FixtureRequest, db: str, storage: str,
+) -> None:
+    """Decision 61: a commit that its process publishes at once writes no staged file; until ``<v>.json`` is there
+    its row is its only record. The service is killed in that window (the publication of version 2 hangs)."""
+    backend = make_backend(request, db, storage, f"wal-own-{db}-{storage}")
+    (plain,) = start_services(backend, 1)
+    (table,) = make_tables(plain, 1)
+    plain.stop()
+    tid, loc = table.table_id, table.location
+    hangs = {"COMMIT_OWNER_FAULT_INJECTION": f"latency_ms=60000;match=_delta_log/{2:020d}.json",
+             "COMMIT_OWNER_BACKFILL_LEASE_SECONDS": "10"}  # held surely for 5 s: version 2 publishes itself
+    (svc,) = start_services(backend, 1, hangs)
+    data1, data2, key2 = commit_body("own-1", CLOCK.next()), commit_body("own-2", CLOCK.next()), str(uuid.uuid4())
+    outcome: list[BaseException | None] = []
+    try:
+        c = CommitOwnerClient(svc.endpoint, timeout=20, deadline=30)
+        c.commit(tid, 1, data1)
+        wait_until(lambda: c.get_table(tid).latest_backfilled_version == 1, timeout=30, what="version 1 published")
+
+        def send() -> None:
+            try:
+                CommitOwnerClient(svc.endpoint, timeout=90, deadline=90).commit(tid, 2, data2, idempotency_key=key2)
+                outcome.append(None)
+            except BaseException as e:  # noqa: BLE001 - the kill cuts the request: any failure is expected
+                outcome.append(e)
+
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        wait_until(lambda: 2 in db_commit_files(backend.database_url, tid), timeout=30,
+                   what="version 2 ratified in the database")
+    finally:
+        svc.kill()
+    sender.join(30)
+    assert outcome and outcome[0] is not None, "the writer must not have been acknowledged: nothing was written"
+    name2 = db_commit_files(backend.database_url, tid)[2]
+    assert not backend.exists(staged_file(loc, "_commits", name2)), "a commit that publishes itself stages nothing"
+    assert not backend.exists(delta_file(loc, 2))
+
+    (reader,) = start_services(backend, 1, {"COMMIT_OWNER_BACKFILL": "false"})
+    try:
+        c = CommitOwnerClient(reader.endpoint, timeout=20, deadline=30)
+        listed = c.get_commits(tid)
+        assert [(x.version, x.file_name) for x in listed.commits] == [(2, name2)]
+        assert backend.read(staged_file(loc, "_commits", name2)) == data2  # written from the row before the answer
+        assert c.commit(tid, 2, data2, idempotency_key=key2).file_name == name2  # the retry hears the outcome
+        c.backfill_to_version(tid, 2)
+        assert backend.read(delta_file(loc, 2)) == data2
+    finally:
+        reader.stop()
