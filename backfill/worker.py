@@ -192,10 +192,11 @@ class Backfiller:
 
     def publishes_next(self, table_id: str, version: int) -> bool:
         """Whether this process can publish ``version`` as part of its commit, right after the ratifying
-        statement: it publishes each commit as it comes (a serving process, no interval, no batch), holds the
-        table's lease for a while yet, knows the table, and has published every version before this one."""
-        if not (self.background and self.ratifies) or self.settings.backfill_interval_ms > 0 \
-                or self.settings.backfill_batch_size != 1:
+        statement (``publish_with_commit``): it publishes each commit as it comes (a serving process, no
+        interval, no batch), holds the table's lease, knows the table, and every version before this one is
+        published or its own, in memory."""
+        if not (self.settings.publish_with_commit and self.background and self.ratifies) \
+                or self.settings.backfill_interval_ms > 0 or self.settings.backfill_batch_size != 1:
             return False
         held = self._held.get(table_id)
         known = self._known.get(table_id)
@@ -332,17 +333,24 @@ class Backfiller:
         """Record the deferred marks (of ``table_ids``, or all) in one round trip. They stay pending until the
         database has them, so a run that reads the table meanwhile still starts from what was published; on
         failure they are kept for the next flush, and the error raised. ``patient`` (the timed flush): a table
-        whose row a ratification holds just then is left for the next flush, up to ``MARK_TRIES`` flushes in
-        a row, instead of a statement of its own that waits for the row (decision 61)."""
+        this process is ratifying, or whose row a ratification holds, just then is left for the next flush, up
+        to ``MARK_TRIES`` flushes in a row, instead of a statement of its own that waits for the row (or
+        holds the ratification up: decision 61)."""
         pending = {t: self._unmarked[t] for t in (table_ids if table_ids is not None else list(self._unmarked))
                    if t in self._unmarked}
         if not pending:
             return
         later = [t for t in pending if self._mark_tries.get(t, 0) < MARK_TRIES - 1] if patient else []
-        left = await self.store.mark_backfilled_many(pending, later=later)
+        # A table this process is ratifying just now: its mark would wait for the ratification's row, or hold
+        # the ratification up; the next flush takes it.
+        busy = {t for t, _ in self.writing}.intersection(later)
+        for t in busy:
+            del pending[t]
+        left = (await self.store.mark_backfilled_many(pending, later=later) if pending else set()) | busy
+        for t in left:
+            self._mark_tries[t] = self._mark_tries.get(t, 0) + 1
         for t, v in pending.items():
             if t in left:
-                self._mark_tries[t] = self._mark_tries.get(t, 0) + 1
                 continue
             self._mark_tries.pop(t, None)
             if self._unmarked.get(t) == v:  # (a later publication's mark stays pending)
@@ -502,6 +510,8 @@ class Backfiller:
                 up_to = latest if (by_interval or not table.accepting or b == 1) else latest - latest % b
                 if up_to <= table.latest_backfilled_version:
                     return
+            elif up_to is not None and 0 <= up_to <= self.published_through(table_id):
+                return  # published meanwhile, by a commit that published itself (decision 61); the rest: the sweep
             elif self.settings.backfill_batch_size == 1:
                 up_to = None  # everything ratified: also what other processes (workers) ratified meanwhile
             await self.backfill(table_id, up_to, wait_seconds=0.0, defer_mark=True)

@@ -97,6 +97,12 @@ class Settings:
         "The background backfiller records published versions this much later, many tables in one round trip "
         "(0 = at once).",
         parse=int)
+    publish_with_commit: bool = setting(
+        False,
+        "Publish an /api/v1 commit as _delta_log/<v>.json before answering it, without a staged file, when this "
+        "process can publish it next (decision 61): one durable file per commit instead of two and every Delta "
+        "reader sees the version when its writer does, for a longer wait for the answer.",
+        parse=_bool)
     max_unbackfilled_commits: int = setting(
         50,
         "Refuse commits with 429 once a table has this many unbackfilled commits.",

@@ -1,5 +1,5 @@
-"""A commit that its process can publish next is published before it is answered, and stages nothing
-(decision 61).
+"""With ``publish_with_commit``, a commit that its process can publish next is published before it is
+answered, and stages nothing (decision 61).
 
 The real app runs in this process on a real database and storage. The first commit of a table takes the
 staged way (the process does not hold the table's lease yet); once its background run published it, each
@@ -32,7 +32,8 @@ async def backend(request: pytest.FixtureRequest):  # type: ignore[no-untyped-de
 
 
 async def _start(backend, **env: str) -> InProcess:  # type: ignore[no-untyped-def]
-    return await InProcess.start(backend, {"COMMIT_OWNER_BACKFILL_MARK_DELAY_MS": str(DELAY_MS), **env})
+    return await InProcess.start(backend, {"COMMIT_OWNER_BACKFILL_MARK_DELAY_MS": str(DELAY_MS),
+                                           "COMMIT_OWNER_PUBLISH_WITH_COMMIT": "true", **env})
 
 
 async def _until(what: str, check, timeout: float = 30.0) -> None:  # type: ignore[no-untyped-def]
@@ -85,6 +86,19 @@ async def test_the_next_commit_is_answered_with_its_published_file_and_stages_no
             await asyncio.sleep(0.05)
     finally:
         await b.stop()
+        await a.stop()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_without_the_setting_every_commit_is_staged(backend) -> None:  # type: ignore[no-untyped-def]
+    a = await _start(backend, COMMIT_OWNER_PUBLISH_WITH_COMMIT="false")
+    try:
+        tid, loc = await a.create_table()
+        await _first_commit_published(a, tid, loc)
+        reply = await a.commit_ok(tid, 2)
+        assert reply["path"] == staged_file(loc, "_commits", reply["fileName"]), "the default stages every commit"
+        assert a.backend.exists(reply["path"])
+    finally:
         await a.stop()
 
 

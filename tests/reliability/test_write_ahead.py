@@ -114,7 +114,7 @@ def test_a_kill_between_the_ratification_and_the_staged_write_loses_nothing_and_
 def test_a_kill_before_a_commit_published_itself_loses_nothing_and_no_reader_sees_a_missing_file(
     request: pytest.FixtureRequest, db: str, storage: str,
 ) -> None:
-    """Decision 61: a commit that its process publishes at once writes no staged file; until ``<v>.json`` is there
+    """Decision 61 (``publish_with_commit``): a commit that its process publishes at once writes no staged file; until ``<v>.json`` is there
     its row is its only record. The service is killed in that window (the publication of version 2 hangs)."""
     backend = make_backend(request, db, storage, f"wal-own-{db}-{storage}")
     (plain,) = start_services(backend, 1)
@@ -122,6 +122,7 @@ def test_a_kill_before_a_commit_published_itself_loses_nothing_and_no_reader_see
     plain.stop()
     tid, loc = table.table_id, table.location
     hangs = {"COMMIT_OWNER_FAULT_INJECTION": f"latency_ms=60000;match=_delta_log/{2:020d}.json",
+             "COMMIT_OWNER_PUBLISH_WITH_COMMIT": "true",
              "COMMIT_OWNER_BACKFILL_LEASE_SECONDS": "10"}  # held surely for 5 s: version 2 publishes itself
     (svc,) = start_services(backend, 1, hangs)
     data1, data2, key2 = commit_body("own-1", CLOCK.next()), commit_body("own-2", CLOCK.next()), str(uuid.uuid4())
