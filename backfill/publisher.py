@@ -130,11 +130,12 @@ async def _ratified_bytes(storage: StorageRouter, table: TableRow, row: CommitRo
         raise UnavailableError(f"storage error writing the staged file of version {row.version}: {e}") from e
 
 
-async def _read(storage: StorageRouter, uri: str) -> bytes:
+async def _read(storage: StorageRouter, uri: str, missing: str | None = None) -> bytes:
+    """The file's bytes. Raises UnavailableError, saying ``missing`` (or naming the file) when it is not there."""
     try:
         return await storage.for_uri(uri).read(uri)
     except FileNotFoundError:
-        raise UnavailableError(f"commit file missing: {uri.rsplit('/', 2)[-2:]}") from None
+        raise UnavailableError(missing or f"commit file missing: {uri.rsplit('/', 2)[-2:]}") from None
     except OSError as e:
         raise UnavailableError(f"storage error reading {uri.rsplit('/', 1)[-1]}: {e}") from e
 
@@ -156,15 +157,10 @@ async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: Tabl
         row = await store.get_commit(table.table_id, v)
         if row is None:
             break
-        try:
-            data = await storage.for_uri(staged := staged_file(table.location, table.commit_dir, row.file_name)).read(staged)
-        except FileNotFoundError:  # published with its commit (decision 61): <v>.json was its only file
-            raise UnavailableError(
-                f"_delta_log/{delta_file_name(v)} of published version {v} is missing, and the owner keeps no other "
-                "copy of it (its staged file was never written or was cleaned up): restore the file from a backup"
-            ) from None
-        except OSError as e:
-            raise UnavailableError(f"storage error reading {row.file_name}: {e}") from e
+        data = await _read(storage, staged_file(table.location, table.commit_dir, row.file_name), missing=(
+            f"_delta_log/{delta_file_name(v)} of published version {v} is missing, and the owner keeps no other copy "
+            "of it (a version published with its commit has no staged file, decision 61; or it was cleaned up): "
+            "restore the file from a backup"))
         await _check_ratified(store, table, row, data)
         try:
             await backend.put_if_absent(target, data)

@@ -402,6 +402,8 @@ class CommitService:
         """Whether the replay of ``prior`` is answered with its ``<v>.json``, as its first attempt was when it was
         published with its commit (decision 61) and so has no staged file; else its staged file is made sure
         of. Raises UnavailableError."""
+        if self.staged.known(table_id, prior.version):
+            return False
         published = prior.backfilled_at is not None or (
             self.backfiller is not None and prior.version <= self.backfiller.published_through(table_id))
         if published:
