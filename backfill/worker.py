@@ -303,7 +303,23 @@ class Backfiller:
         if len(self._known) > 100_000:
             self._known.popitem(last=False)
 
-    # -- deferred marks (decision 44) -----------------------------------------------------------------
+    # -- deferred marks (decision 44), carried by the next ratification (decision 62) ----------------------
+
+    def mark_to_carry(self, table_id: str) -> int:
+        """The mark a ratification of ``table_id`` by this process can carry (decision 62): the version through
+        which this process published it and has not recorded that yet; -1 when there is none."""
+        return self._unmarked.get(table_id, -1)
+
+    def carried(self, table_id: str, up_to: int) -> None:
+        """A ratification recorded the mark ``up_to`` (``mark_to_carry``): the timed flush has nothing left to
+        record for the table, unless a later publication's mark came meanwhile."""
+        if up_to < 0:
+            return
+        if self._unmarked.get(table_id) == up_to:
+            del self._unmarked[table_id]
+            self._mark_tries.pop(table_id, None)
+        if (known := self._known.get(table_id)) is not None:
+            self._learned(known, up_to)
 
     async def _defer_mark(self, table_id: str, up_to: int) -> None:
         """``backfill_table``'s mark, for the background runs: remembered, recorded with the others shortly."""
@@ -341,9 +357,12 @@ class Backfiller:
         if not pending:
             return
         later = [t for t in pending if self._mark_tries.get(t, 0) < MARK_TRIES - 1] if patient else []
-        # A table this process is ratifying just now: its mark would wait for the ratification's row, or hold
-        # the ratification up; the next flush takes it.
-        busy = {t for t, _ in self.writing}.intersection(later)
+        # A table this process is ratifying just now, or committed to within the flush's delay: its next
+        # ratification carries the mark (decision 62); a statement of its own would wait for the ratification's
+        # row, or hold it up. The next flush takes what is still left, at the latest the MARK_TRIES-th.
+        recent = time.monotonic() - self.settings.backfill_mark_delay_ms / 1000.0
+        busy = {t for t, _ in self.writing}.union(
+            t for t in later if self._triggered.get(t, 0.0) >= recent).intersection(later)
         for t in busy:
             del pending[t]
         left = (await self.store.mark_backfilled_many(pending, later=later) if pending else set()) | busy

@@ -430,8 +430,7 @@ class CommitService:
                 file_size=staged.size, file_modification_time=staged.modification_time,
                 commit_timestamp=body.in_commit_timestamp, content_sha256=sha, ratified_at=now_ms(),
             )
-            ratified = await self.store.ratify(
-                row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
+            ratified = await self._ratify_carrying(row, releases)
         else:
             with self.backfiller.own_publication(table_id, version) if self.backfiller is not None \
                     else contextlib.nullcontext():
@@ -439,6 +438,17 @@ class CommitService:
                                                                        body.in_commit_timestamp, releases)
                 return await self._ratified(place, table_id, ratified, data, body.metadata, releases, published)
         return await self._ratified(place, table_id, ratified, data, body.metadata, releases)
+
+    async def _ratify_carrying(self, row: CommitRow, releases: bool) -> CommitRow:
+        """``store.ratify``, carrying the backfill mark this process has yet to record for the table (decision
+        62): a table written steadily then costs no mark statements of its own."""
+        backfiller = self.backfiller
+        carried = backfiller.mark_to_carry(row.table_id) if backfiller is not None else -1
+        ratified = await self.store.ratify(row, max_unbackfilled=self.settings.max_unbackfilled_commits,
+                                           releases=releases, carried=carried)
+        if ratified is row and backfiller is not None:
+            backfiller.carried(row.table_id, carried)
+        return ratified
 
     async def _ratified(self, place: TablePlace, table_id: str, ratified: CommitRow, data: bytes,
                         metadata: dict[str, Any] | None, releases: bool, published: bool = False) -> dict[str, Any]:
@@ -484,8 +494,7 @@ class CommitService:
             and backfiller.publishes_next(table_id, version)
         write = None if direct else asyncio.ensure_future(storage.put_if_absent(path, data))
         try:
-            ratified = await self.store.ratify(
-                row, max_unbackfilled=self.settings.max_unbackfilled_commits, releases=releases)
+            ratified = await self._ratify_carrying(row, releases)
         except (CommitFailedError, TableNotFoundError):
             if write is not None and await _settled(write):  # certain refusal: our file is an orphan
                 await self.remove_orphan(storage, path)

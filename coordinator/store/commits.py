@@ -50,7 +50,7 @@ def version_message(asked: int, expected: int) -> str:
 class Commits:
     def __init__(self, db: Db, *, group_max_rows: int = 1) -> None:
         self.db = db
-        self.ratify_group: Group[tuple[CommitRow, int], bool | None] | None = None
+        self.ratify_group: Group[tuple[CommitRow, int, int], bool | None] | None = None
         self.mark_group: Group[tuple[str, int], bool] | None = None
         if group_max_rows > 1:
             self.ratify_group = Group(self._ratify_many, lambda item: item[0].table_id, group_max_rows)
@@ -58,14 +58,16 @@ class Commits:
 
     # -- ratification -------------------------------------------------------------------------------
 
-    async def ratify(self, row: CommitRow, *, max_unbackfilled: int, releases: bool) -> CommitRow:
-        """Record that ``row.file_name`` IS version ``row.version`` (see ``OwnershipStore.ratify``)."""
+    async def ratify(self, row: CommitRow, *, max_unbackfilled: int, releases: bool, carried: int = -1) -> CommitRow:
+        """Record that ``row.file_name`` IS version ``row.version`` (see ``OwnershipStore.ratify``); ``row``
+        itself is returned only when this call ratified it, and then the mark ``carried`` is recorded with it."""
         for _attempt in range(3):
             # A release (once in a table's life) sets more columns: it always takes the one-row path.
-            won = await self.ratify_group.submit((row, max_unbackfilled)) if self.ratify_group and not releases \
-                else None
+            won = await self.ratify_group.submit((row, max_unbackfilled, carried)) \
+                if self.ratify_group and not releases else None
             if won is None:  # not grouped, or the group skipped it (its row was held): on its own, in this task
-                won = await self.db.dialect.ratify_one(self.db, row, ratify_params(row, max_unbackfilled), releases)
+                won = await self.db.dialect.ratify_one(
+                    self.db, row, ratify_params(row, max_unbackfilled, carried=carried), releases)
             if won:
                 return row
             try:
@@ -76,7 +78,7 @@ class Commits:
             f"table {row.table_id} changed three times while version {row.version} was judged; retry"
         )
 
-    async def _ratify_many(self, items: list[tuple[CommitRow, int]]) -> list[bool | None]:
+    async def _ratify_many(self, items: list[tuple[CommitRow, int, int]]) -> list[bool | None]:
         """The group's round trip: which of these proposals (of distinct tables, sent in table order) won;
         None for one that was not judged and must run on its own, in its caller's task (``ratify``). A key
         violation (a proposal racing another process for the same key) or a deadlock with another process's
@@ -88,7 +90,7 @@ class Commits:
             if isinstance(e, UnavailableError) and not self.db.dialect.deadlock(e):
                 raise
             return [None] * len(items)
-        return [got[r.table_id] for r, _ in items]
+        return [got[r.table_id] for r, _, _ in items]
 
     async def _judged(self, row: CommitRow, max_unbackfilled: int) -> tuple[dict[str, Any], CommitRow | None]:
         """The table row as ``row`` finds it, with whether each clause of the rule holds (``ok_<clause>``), and

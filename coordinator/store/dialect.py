@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from .rows import CommitRow
 from .rules import (
     BOUND,
+    BOUND_CARRIED,
     BOUND_COLUMNS,
     BOUND_MARK,
     RATIFIED,
@@ -76,8 +77,9 @@ class Dialect:
     async def _ratify_one(self, db: Db, row: CommitRow, params: dict[str, Any], releases: bool) -> bool:
         raise NotImplementedError
 
-    async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int]], now: int) -> dict[str, bool | None]:
-        """A group's proposals (distinct tables, in table order) in one round trip: table id -> whether it
+    async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int, int]], now: int) -> dict[str, bool | None]:
+        """A group's proposals (row, backlog cap, carried mark; distinct tables, in table order) in one round
+        trip: table id -> whether it
         won, or None when it was not judged (its row was held elsewhere). Raises IntegrityError when the
         database undid the whole group."""
         raise NotImplementedError
@@ -118,19 +120,20 @@ class SQLite(Dialect):
         async with db.tx() as conn:
             if not await db.driver.matched(conn, _one_row(releases), params):
                 return False
-            await db.driver.run(conn, commits.insert(), commit_values(row))
+            await _won(db, conn, row, params)
             return True
 
-    async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int]], now: int) -> dict[str, bool | None]:
+    async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int, int]], now: int) -> dict[str, bool | None]:
         if len(ordered) == 1:
-            row, cap = ordered[0]
-            return {row.table_id: await self.ratify_one(db, row, ratify_params(row, cap), False)}
+            row, cap, carried = ordered[0]
+            return {row.table_id: await self.ratify_one(db, row, ratify_params(row, cap, now, carried), False)}
         out: dict[str, bool | None] = {}
         async with db.tx() as conn:
-            for row, cap in ordered:
-                won = await db.driver.matched(conn, _guarded(), ratify_params(row, cap, now))
+            for row, cap, carried in ordered:
+                params = ratify_params(row, cap, now, carried)
+                won = await db.driver.matched(conn, _guarded(), params)
                 if won:
-                    await db.driver.run(conn, commits.insert(), commit_values(row))
+                    await _won(db, conn, row, params)
                 out[row.table_id] = won
         return out
 
@@ -171,14 +174,15 @@ class PostgreSQL(Dialect):
         async with db.tx(single=True) as conn:
             return bool(await db.driver.run(conn, _pg_ratify(releases), params))
 
-    async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int]], now: int) -> dict[str, bool | None]:
+    async def ratify_many(self, db: Db, ordered: list[tuple[CommitRow, int, int]], now: int) -> dict[str, bool | None]:
         if len(ordered) == 1:
-            row, cap = ordered[0]
+            row, cap, carried = ordered[0]
             async with db.tx(single=True) as conn:
-                (judged, won), = await db.driver.run(conn, _pg_ratify_lone(), ratify_params(row, cap, now))
+                (judged, won), = await db.driver.run(conn, _pg_ratify_lone(), ratify_params(row, cap, now, carried))
             return {row.table_id: bool(won) if judged else None}
-        arrays: dict[str, Any] = {"a_" + n: [getattr(r, n) for r, _ in ordered] for n in RATIFIED}
-        arrays["a_max_unbackfilled"] = [cap for _, cap in ordered]
+        arrays: dict[str, Any] = {"a_" + n: [getattr(r, n) for r, _, _ in ordered] for n in RATIFIED}
+        arrays["a_max_unbackfilled"] = [cap for _, cap, _ in ordered]
+        arrays["a_carried"] = [carried for _, _, carried in ordered]
         arrays["p_now"] = now
         async with db.tx(single=True) as conn:
             rows = await db.driver.run(conn, _pg_ratify_many(), arrays)
@@ -204,12 +208,25 @@ class PostgreSQL(Dialect):
 
 @functools.cache
 def _one_row(releases: bool) -> Any:
-    return ratification(BOUND, releases=releases)
+    return ratification(BOUND, releases=releases, carried=BOUND_CARRIED)
 
 
 @functools.cache
 def _guarded() -> Any:
-    return ratification(BOUND, guarded=True)
+    return ratification(BOUND, guarded=True, carried=BOUND_CARRIED)
+
+
+@functools.cache
+def _carried_rows() -> Any:
+    return mark_rows(Mark(BOUND.table_id, BOUND_CARRIED))
+
+
+async def _won(db: Db, conn: AsyncConnection, row: CommitRow, params: dict[str, Any]) -> None:
+    """SQLite, after a ratification's UPDATE matched: its commit row, and the commit rows' half of the mark it
+    carries (decision 62), in the same transaction."""
+    await db.driver.run(conn, commits.insert(), commit_values(row))
+    if params["p_carried"] >= 0:
+        await db.driver.run(conn, _carried_rows(), params)
 
 
 @functools.cache
@@ -231,11 +248,19 @@ def _bound_pick(won: Any) -> Any:
     return select(*[b.label(n) for n, b in BOUND_COLUMNS.items()]).select_from(won)
 
 
+def _pg_carried(p: Proposal, carried: Any, won: Any) -> Any:
+    """The commit rows' half of the marks the won ratifications carry (decision 62), as a CTE: PostgreSQL
+    runs a data-modifying WITH exactly once, read or not."""
+    return mark_rows(Mark(p.table_id, carried), taken=won).returning(commits.c.version).cte("carried")
+
+
 @functools.cache
 def _pg_ratify(releases: bool) -> Any:
-    """One proposal, one statement: the conditional UPDATE feeding the INSERT; returns a row when it won."""
+    """One proposal, one statement: the conditional UPDATE feeding the INSERT (and the mark it carries);
+    returns a row when it won."""
     won = _one_row(releases).returning(owned_tables.c.table_id).cte("won")
-    return _insert_winners(_bound_pick(won)).returning(commits.c.version)
+    return (_insert_winners(_bound_pick(won)).returning(commits.c.version)
+            .add_cte(_pg_carried(BOUND, BOUND_CARRIED, won)))
 
 
 @functools.cache
@@ -243,9 +268,11 @@ def _pg_ratify_lone() -> Any:
     """A group of one: ``_pg_ratify`` with the key guard, on the table row taken ``FOR UPDATE SKIP LOCKED``
     (cheaper to plan than the arrays). Returns one row: whether it was judged (its row taken) and won."""
     taken = _take(owned_tables.c.table_id == BOUND.table_id)
-    won = ratification(BOUND, guarded=True, taken=taken).returning(owned_tables.c.table_id).cte("won")
+    won = ratification(BOUND, guarded=True, taken=taken, carried=BOUND_CARRIED) \
+        .returning(owned_tables.c.table_id).cte("won")
     inserted = _insert_winners(_bound_pick(won)).returning(commits.c.version).cte("inserted")
-    return select(select(taken.c.table_id).exists().label("judged"), select(inserted.c.version).exists().label("won"))
+    return select(select(taken.c.table_id).exists().label("judged"),
+                  select(inserted.c.version).exists().label("won")).add_cte(_pg_carried(BOUND, BOUND_CARRIED, won))
 
 
 def _unnest(**columns: Any) -> Any:
@@ -259,13 +286,16 @@ def _pg_ratify_many() -> Any:
     """A group, one statement: the proposals as arrays, the table rows taken ``FOR UPDATE SKIP LOCKED``, the
     ratification of each taken row (with the key guard) and the INSERT of the winners' commit rows. Returns
     one row per proposal: its table id, whether it was judged (its row was taken) and whether it won."""
-    p = _unnest(**{n: commits.c[n].type for n in RATIFIED}, max_unbackfilled=BigInteger())
+    p = _unnest(**{n: commits.c[n].type for n in RATIFIED}, max_unbackfilled=BigInteger(), carried=BigInteger())
     taken = _take(owned_tables.c.table_id.in_(select(p.c.table_id)))
-    won = ratification(Proposal.of(p.c), guarded=True, taken=taken).returning(owned_tables.c.table_id).cte("won")
+    proposal = Proposal.of(p.c)
+    won = ratification(proposal, guarded=True, taken=taken, carried=p.c.carried) \
+        .returning(owned_tables.c.table_id).cte("won")
     pick = select(*[p.c[n] for n in RATIFIED]).select_from(p.join(won, won.c.table_id == p.c.table_id))
     inserted = _insert_winners(pick).returning(commits.c.table_id).cte("inserted")
     return select(p.c.table_id, p.c.table_id.in_(select(taken.c.table_id)).label("judged"),
-                  p.c.table_id.in_(select(inserted.c.table_id)).label("won"))
+                  p.c.table_id.in_(select(inserted.c.table_id)).label("won")) \
+        .add_cte(_pg_carried(proposal, p.c.carried, won))
 
 
 def _pg_marks(m: Mark, taken: Any) -> Any:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from sqlalchemy import BigInteger, ColumnElement, Update, and_, bindparam, exists, or_, select, update
+from sqlalchemy import BigInteger, ColumnElement, Update, and_, bindparam, case, exists, or_, select, update
 
 from .rows import CommitRow, now_ms
 from .schema import commits, owned_tables
@@ -40,6 +40,8 @@ class Proposal(NamedTuple):
 # One proposal's values as bound parameters: ``c_<column>`` for the commit row's columns (``ratify_params``).
 BOUND_COLUMNS: dict[str, Any] = {n: bindparam("c_" + n, type_=commits.c[n].type) for n in RATIFIED}
 BOUND = Proposal.of({**BOUND_COLUMNS, "max_unbackfilled": bindparam("p_max_unbackfilled", type_=BigInteger())})
+# The backfill mark a ratification carries (``carried``): -1 when it carries none.
+BOUND_CARRIED: Any = bindparam("p_carried", type_=BigInteger())
 
 
 def acceptance(p: Proposal) -> dict[str, ColumnElement[bool]]:
@@ -66,13 +68,18 @@ def _taken(column: Any, taken: Any) -> list[ColumnElement[bool]]:
     return [] if taken is None else [column.in_(select(taken.c.table_id))]
 
 
-def ratification(p: Proposal, *, releases: bool = False, guarded: bool = False, taken: Any = None) -> Update:
+def ratification(p: Proposal, *, releases: bool = False, guarded: bool = False, taken: Any = None,
+                 carried: Any = None) -> Update:
     """The conditional UPDATE that ratifies ``p``: it matches the table row only when ``acceptance`` holds
     (and with ``guarded`` the key is unused; with ``taken``, a CTE of locked table ids, the row is among
-    them). A release (``releases``) also stops the table accepting commits."""
+    them). A release (``releases``) also stops the table accepting commits. With ``carried`` (an expression:
+    a version, or -1), it also records that backfill mark on the table row (``carried_values``); the commit
+    rows' half of the mark is ``mark_rows`` on the rows the ratification won."""
     t = owned_tables.c
     values: dict[str, Any] = dict(latest_version=p.version, last_commit_timestamp=p.commit_timestamp,
                                   last_commit_at=NOW, updated_at=NOW)
+    if carried is not None:
+        values.update(carried_values(carried))
     if releases:
         values.update(accepting=False, status="RELEASED", status_reason=bindparam("p_status_reason"))
     cond = [t.table_id == p.table_id, *_taken(t.table_id, taken), *acceptance(p).values()]
@@ -81,10 +88,10 @@ def ratification(p: Proposal, *, releases: bool = False, guarded: bool = False, 
     return update(owned_tables).where(and_(*cond)).values(**values)
 
 
-def ratify_params(row: CommitRow, max_unbackfilled: int, now: int | None = None) -> dict[str, Any]:
-    """The bound parameters of ``BOUND``'s statements for ``row``."""
+def ratify_params(row: CommitRow, max_unbackfilled: int, now: int | None = None, carried: int = -1) -> dict[str, Any]:
+    """The bound parameters of ``BOUND``'s statements for ``row`` (``carried``: the mark it carries, -1 none)."""
     params: dict[str, Any] = {"c_" + n: getattr(row, n) for n in RATIFIED}
-    params.update(p_max_unbackfilled=max_unbackfilled, p_now=now_ms() if now is None else now,
+    params.update(p_max_unbackfilled=max_unbackfilled, p_now=now_ms() if now is None else now, p_carried=carried,
                   p_status_reason=f"ownership given up at version {row.version}")
     return params
 
@@ -119,6 +126,20 @@ def mark_rows(m: Mark, taken: Any = None) -> Update:
             .values(backfilled_at=NOW, body=None))
 
 
+def _advanced(up_to: Any) -> dict[str, Any]:
+    """What a mark through ``up_to`` sets on a table row it advances."""
+    return dict(latest_backfilled_version=up_to, backfill_error=None, backfill_error_at=None)
+
+
+def carried_values(up_to: Any) -> dict[str, Any]:
+    """A mark carried by a ratification (decision 62): the table row's columns advanced as ``advance_table``
+    advances them when ``up_to`` is ahead of the row's mark, else left as they are (the ratification's own
+    clauses already hold the row to ``latest_version >= up_to``: ``up_to`` is never past the row's latest)."""
+    t = owned_tables.c
+    ahead = up_to > t.latest_backfilled_version
+    return {k: case((ahead, v), else_=t[k]) for k, v in _advanced(up_to).items()}
+
+
 def advance_table(m: Mark, taken: Any = None) -> Update:
     """Advance the table's latest backfilled version to ``m.up_to`` (never back, never past the latest) and
     clear its recorded backfill error."""
@@ -126,4 +147,4 @@ def advance_table(m: Mark, taken: Any = None) -> Update:
     return (update(owned_tables)
             .where(and_(t.table_id == m.table_id, *_taken(t.table_id, taken), t.latest_backfilled_version < m.up_to,
                         t.latest_version >= m.up_to))
-            .values(latest_backfilled_version=m.up_to, backfill_error=None, backfill_error_at=None, updated_at=NOW))
+            .values(**_advanced(m.up_to), updated_at=NOW))

@@ -89,15 +89,17 @@ class OwnershipStore:
 
     # -- commits ------------------------------------------------------------------------------------
 
-    async def ratify(self, row: CommitRow, *, max_unbackfilled: int, releases: bool) -> CommitRow:
-        """Record that ``row.file_name`` IS version ``row.version``.
+    async def ratify(self, row: CommitRow, *, max_unbackfilled: int, releases: bool, carried: int = -1) -> CommitRow:
+        """Record that ``row.file_name`` IS version ``row.version``, and with it, when ``carried`` >= 0, that
+        the table is published through ``carried`` (a backfill mark carried by the ratification, decision 62:
+        every version through it must be published already).
 
-        Returns the ratified row: ``row`` itself, or the earlier row when this is an idempotent replay
-        (same key, same bytes). Raises CommitVersionConflictError (true,true), InvalidCommitError for a
+        Returns the ratified row: ``row`` itself (the same object) when this call ratified it, and only then is
+        the carried mark recorded; or the earlier row when this is an idempotent replay (same key, same bytes). Raises CommitVersionConflictError (true,true), InvalidCommitError for a
         gap or a non-increasing timestamp (false,false), TableNotAcceptingCommitsError (false,false),
         TooManyUnbackfilledCommitsError (true,false), IdempotencyKeyReusedError, TableNotFoundError.
         """
-        return await self.commits.ratify(row, max_unbackfilled=max_unbackfilled, releases=releases)
+        return await self.commits.ratify(row, max_unbackfilled=max_unbackfilled, releases=releases, carried=carried)
 
     async def replay(self, table_id: str, key: str, version: int, sha256: str,
                      latest_table_version: int | None) -> CommitRow | None:
