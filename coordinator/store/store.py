@@ -95,9 +95,10 @@ class OwnershipStore:
         every version through it must be published already).
 
         Returns the ratified row: ``row`` itself (the same object) when this call ratified it, and only then is
-        the carried mark recorded; or the earlier row when this is an idempotent replay (same key, same bytes). Raises CommitVersionConflictError (true,true), InvalidCommitError for a
-        gap or a non-increasing timestamp (false,false), TableNotAcceptingCommitsError (false,false),
-        TooManyUnbackfilledCommitsError (true,false), IdempotencyKeyReusedError, TableNotFoundError.
+        the carried mark recorded; or the earlier row when this is an idempotent replay (same key, same bytes).
+        Raises CommitVersionConflictError (true,true), InvalidCommitError for a gap or a non-increasing
+        timestamp (false,false), TableNotAcceptingCommitsError (false,false), TooManyUnbackfilledCommitsError
+        (true,false), IdempotencyKeyReusedError, TableNotFoundError.
         """
         return await self.commits.ratify(row, max_unbackfilled=max_unbackfilled, releases=releases, carried=carried)
 
