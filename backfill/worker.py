@@ -56,6 +56,11 @@ def _merged(a: int | None, b: int | None) -> int | None:
 #: A timed flush of the marks leaves a table whose row is held for the next flush this many times at most.
 MARK_TRIES = 3
 
+#: A timed flush leaves the mark of a table this process committed to this recently for the table's next
+#: ratification to carry (decision 62), not counted against MARK_TRIES; the flush takes it once the table is
+#: quiet for as long.
+CARRY_SECONDS = 0.25
+
 #: A commit that publishes itself renews its table's lease when it is surely held for less than this.
 PUBLISH_MARGIN_SECONDS = 1.0
 
@@ -349,21 +354,22 @@ class Backfiller:
         """Record the deferred marks (of ``table_ids``, or all) in one round trip. They stay pending until the
         database has them, so a run that reads the table meanwhile still starts from what was published; on
         failure they are kept for the next flush, and the error raised. ``patient`` (the timed flush): a table
-        this process is ratifying, or whose row a ratification holds, just then is left for the next flush, up
-        to ``MARK_TRIES`` flushes in a row, instead of a statement of its own that waits for the row (or
-        holds the ratification up: decision 61)."""
+        this process committed to within ``CARRY_SECONDS`` is left for its next ratification to carry
+        (decision 62); one this process is ratifying, or whose row a ratification holds, just then is left for
+        the next flush, up to ``MARK_TRIES`` flushes in a row, instead of a statement of its own that waits
+        for the row (or holds the ratification up: decision 61)."""
         pending = {t: self._unmarked[t] for t in (table_ids if table_ids is not None else list(self._unmarked))
                    if t in self._unmarked}
         if not pending:
             return
+        # A table committed to a moment ago: its next ratification carries the mark (decision 62).
+        recent = time.monotonic() - CARRY_SECONDS
+        carry = {t for t in pending if self._triggered.get(t, 0.0) >= recent} if patient else set()
         later = [t for t in pending if self._mark_tries.get(t, 0) < MARK_TRIES - 1] if patient else []
-        # A table this process is ratifying just now, or committed to within the flush's delay: its next
-        # ratification carries the mark (decision 62); a statement of its own would wait for the ratification's
-        # row, or hold it up. The next flush takes what is still left, at the latest the MARK_TRIES-th.
-        recent = time.monotonic() - self.settings.backfill_mark_delay_ms / 1000.0
-        busy = {t for t, _ in self.writing}.union(
-            t for t in later if self._triggered.get(t, 0.0) >= recent).intersection(later)
-        for t in busy:
+        # A table this process is ratifying just now: its mark would wait for the ratification's row, or hold
+        # the ratification up; the next flush takes it, at the latest the MARK_TRIES-th.
+        busy = {t for t, _ in self.writing}.intersection(later)
+        for t in carry | busy:
             del pending[t]
         left = (await self.store.mark_backfilled_many(pending, later=later) if pending else set()) | busy
         for t in left:
@@ -374,9 +380,9 @@ class Backfiller:
             self._mark_tries.pop(t, None)
             if self._unmarked.get(t) == v:  # (a later publication's mark stays pending)
                 del self._unmarked[t]
-        if left and self._flush is None:
+        if (left or carry) and self._flush is None:
             self._flush = asyncio.get_running_loop().call_later(
-                self.settings.backfill_mark_delay_ms / 1000.0, self._start_flush)
+                self.settings.backfill_mark_delay_ms / 1000.0 if left else CARRY_SECONDS, self._start_flush)
 
     # -- the work -----------------------------------------------------------------------------------
 
