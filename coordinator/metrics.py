@@ -31,7 +31,8 @@ from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest, values
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import values as prometheus_values
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -57,7 +58,7 @@ def _process_id() -> int:
 
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     os.register_at_fork(after_in_child=_forked)
-    values.ValueClass = values.MultiProcessValue(process_identifier=_process_id)
+    prometheus_values.ValueClass = prometheus_values.MultiProcessValue(process_identifier=_process_id)
 
 _LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _LAG_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 3600.0)
