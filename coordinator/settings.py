@@ -98,10 +98,11 @@ class Settings:
         "(0 = at once).",
         parse=int)
     publish_with_commit: bool = setting(
-        False,
+        True,
         "Publish an /api/v1 commit as _delta_log/<v>.json before answering it, without a staged file, when this "
-        "process can publish it next (decision 61): one durable file per commit instead of two and every Delta "
-        "reader sees the version when its writer does, for a longer wait for the answer.",
+        "process can publish it next (decisions 61, 62): one durable file per commit instead of two and every "
+        "Delta reader sees the version when its writer does; off: every commit is staged and published a moment "
+        "after its answer.",
         parse=_bool)
     max_unbackfilled_commits: int = setting(
         50,
