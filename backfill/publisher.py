@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from client.contract.errors import ForeignCommitFileError, UnavailableError
 from client.contract.layout import LOG_DIR, delta_file, delta_file_name, staged_file
 from coordinator.staged import commit_bytes
-from coordinator.storage import StorageRouter
+from coordinator.storage import Prepared, StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 
 log = logging.getLogger("commit_owner.backfill")
@@ -46,12 +46,15 @@ async def backfill_table(
     on_row: Callable[[CommitRow], None] | None = None,
     rows: list[CommitRow] | None = None,
     mark: Callable[[str, int], Awaitable[None]] | None = None,
+    prepared: Prepared | None = None,
 ) -> BackfillResult:
     """Publish every unbackfilled commit of ``table`` with version <= ``up_to`` (all when None).
 
     Raises ForeignCommitFileError (table fenced), UnavailableError (storage or database down; what was
     published before the failure is recorded first). ``mark`` records the published versions (default:
-    ``store.mark_backfilled`` at once; the background backfiller defers it, decision 44).
+    ``store.mark_backfilled`` at once; the background backfiller defers it, decision 44). ``prepared``: the
+    write of one version's ``<v>.json``, prepared while it was ratified (decision 62); used for that version,
+    dropped when the run does not get that far.
     """
     result = BackfillResult(table.table_id, backfilled_through=table.latest_backfilled_version)
     if rows is None:  # else the caller read them in the same statement as ``table``
@@ -72,7 +75,12 @@ async def backfill_table(
             target = delta_file(table.location, row.version)
             backend = storage.for_uri(target)
             try:
-                await backend.put_if_absent(target, data)
+                if prepared is not None and prepared.uri == target:
+                    ahead: Prepared = prepared
+                    prepared = None  # used up, whatever the outcome
+                    await backend.put_prepared(ahead)
+                else:
+                    await backend.put_if_absent(target, data)
                 result.published.append(row.version)
             except FileExistsError:
                 existing = await _read(storage, target)
@@ -94,6 +102,8 @@ async def backfill_table(
             if on_row:
                 on_row(row)
     finally:
+        if prepared is not None:
+            await storage.drop_prepared(prepared)
         if done > table.latest_backfilled_version:
             await (mark or store.mark_backfilled)(table.table_id, done)
         result.backfilled_through = done

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from client.contract.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
 from coordinator.settings import Settings
-from coordinator.storage import StorageRouter
+from coordinator.storage import Prepared, StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 from coordinator.store.rows import now_ms
 
@@ -217,23 +217,32 @@ class Backfiller:
         known = self._known.get(table_id)
         return max(known.latest_backfilled_version if known is not None else -1, self._unmarked.get(table_id, -1))
 
-    async def publish_own(self, row: CommitRow, data: bytes) -> bool:
+    async def publish_own(self, row: CommitRow, data: bytes, prepared: Prepared | None = None) -> bool:
         """Publish ``row`` (just ratified by this process, ``data`` its bytes) as ``<v>.json`` now, its mark
-        deferred as a background run's. False when this process can no longer publish it next (the commit's
-        staged file is then written, and a background run publishes it); raises what ``backfill_table`` raises."""
+        deferred as a background run's (``prepared``: that file's write, prepared meanwhile; used or dropped).
+        False when this process can no longer publish it next (the commit's staged file is then written, and a
+        background run publishes it); raises what ``backfill_table`` raises."""
         table_id = row.table_id
         self._remember(table_id, row.version, data, row)
         self._triggered[table_id] = time.monotonic()
         async with self._locks.setdefault(table_id, asyncio.Lock()):
             remembered = self._from_memory(table_id, row.version) if self.publishes_next(table_id, row.version) \
                 else None
-            if remembered is None or not await self._lease(table_id, renew_within=PUBLISH_MARGIN_SECONDS):
+            try:
+                go = remembered is not None and await self._lease(table_id, renew_within=PUBLISH_MARGIN_SECONDS)
+            except BaseException:
+                go = False
+                raise
+            finally:
+                if not go and prepared is not None:
+                    await self.storage.drop_prepared(prepared)
+            if not go or remembered is None:
                 return False
             table, rows = remembered
             metrics = self.metrics
             result = await backfill_table(
                 self.store, self.storage, table, row.version, cached=self._cached, rows=rows,
-                mark=self._defer_mark,
+                mark=self._defer_mark, prepared=prepared,
                 on_row=(lambda r: metrics.observe_published(r.ratified_at)) if metrics else None,
             )
             self._learned(table, result.backfilled_through)

@@ -180,6 +180,15 @@ def put_if_absent_local(path: str, data: bytes, *, durable: bool = True) -> os.s
     makes the whole file appear at once. The folder is fsynced too, so the new name survives a crash.
     Returns the file's stat. Raises FileExistsError, OSError.
     """
+    tmp, st, made_folder = prepare_local(path, data, durable=durable)
+    name_local(tmp, path, made_folder, durable=durable)
+    return st
+
+
+def prepare_local(path: str, data: bytes, *, durable: bool = True) -> tuple[str, os.stat_result, bool]:
+    """The first half of ``put_if_absent_local``: the bytes in a hidden temporary file beside ``path``
+    (fsynced when ``durable``). Returns the temporary file, its stat and whether the folder was made.
+    Raises OSError (nothing is left behind)."""
     folder = os.path.dirname(path)
     made_folder = not os.path.isdir(folder)
     if made_folder:
@@ -193,8 +202,18 @@ def put_if_absent_local(path: str, data: bytes, *, durable: bool = True) -> os.s
         if durable:
             os.fsync(fd)
         st = os.fstat(fd)
-    finally:
+    except BaseException:
         os.close(fd)
+        os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp, st, made_folder
+
+
+def name_local(tmp: str, path: str, made_folder: bool = False, *, durable: bool = True) -> None:
+    """The second half of ``put_if_absent_local``: ``tmp`` (from ``prepare_local``) appears as ``path``, all at
+    once, unless ``path`` exists (FileExistsError); ``tmp`` is gone either way. Raises FileExistsError, OSError."""
+    folder = os.path.dirname(path)
     try:
         os.link(tmp, path)
     finally:
@@ -203,4 +222,3 @@ def put_if_absent_local(path: str, data: bytes, *, durable: bool = True) -> os.s
         _fsync_dir(folder)
         if made_folder:
             _fsync_dir(os.path.dirname(folder))
-    return st

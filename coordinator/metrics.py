@@ -270,13 +270,33 @@ class MeteredStorage(StorageBackend):
         except self._ANSWERS:
             raise
         except OSError as e:
-            self.metrics.storage_errors.labels(op).inc()
-            if isinstance(e, TimeoutError):
-                self.metrics.storage_timeouts.labels(op).inc()
+            self._failed(op, e)
             raise
+
+    def _failed(self, op: str, e: OSError) -> None:
+        self.metrics.storage_errors.labels(op).inc()
+        if isinstance(e, TimeoutError):
+            self.metrics.storage_timeouts.labels(op).inc()
 
     async def put_if_absent(self, uri: str, data: bytes) -> Any:
         return await self._call("put_if_absent", uri, data)
+
+    async def prepare(self, uri: str, data: bytes) -> Any:
+        """Counted once the write goes ahead (``put_prepared``), as the ``put_if_absent`` it is."""
+        return await self.inner.prepare(uri, data)
+
+    async def put_prepared(self, prepared: Any) -> Any:
+        self.metrics.child(self.metrics.storage_requests, "put_if_absent").inc()
+        try:
+            return await self.inner.put_prepared(prepared)
+        except self._ANSWERS:
+            raise
+        except OSError as e:
+            self._failed("put_if_absent", e)
+            raise
+
+    async def drop_prepared(self, prepared: Any) -> None:
+        await self.inner.drop_prepared(prepared)
 
     async def read(self, uri: str) -> bytes:
         return await self._call("read", uri)  # type: ignore[no-any-return]

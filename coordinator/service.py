@@ -38,6 +38,7 @@ from client.contract.errors import (
 from client.contract.layout import (
     STAGED_COMMITS_DIR,
     check_commit_dir,
+    delta_file,
     normalize_location,
     parse_staged_file,
     staged_file,
@@ -54,7 +55,7 @@ from .log_metadata import newest_metadata
 from .settings import Settings
 from .staged import StagedFiles
 from .storage import StorageRouter
-from .storage.base import FileInfo
+from .storage.base import FileInfo, Prepared
 from .store import CommitRow, OwnershipStore, TableRow, now_ms, version_message
 from .store.names import NameStore
 from .store.rows import NameRow
@@ -160,6 +161,15 @@ def _drop_result(write: asyncio.Future[Any]) -> None:
         write.exception()
 
 
+async def _prepared(prep: asyncio.Future[Prepared]) -> Prepared | None:
+    """A prepared write of ``<v>.json`` (decision 62), or None when preparing it failed (the file is then written
+    whole, when it is published)."""
+    try:
+        return await prep
+    except OSError:
+        return None
+
+
 @dataclass(frozen=True)
 class Overview:
     """Counts of tables by status; the tables most behind (each with its oldest unpublished commit's
@@ -180,6 +190,7 @@ class CommitService:
         self.store = store
         self.storage = storage
         self.backfiller = backfiller
+        self._dropping: set[asyncio.Task[None]] = set()  # prepared writes of unknown outcome, being dropped
         self.metrics = metrics
         self.roots = parse_roots(settings.allow_location)
         self.names = NameStore(store)
@@ -492,24 +503,31 @@ class CommitService:
         # Sail reads them there (a catalog-managed table's commits keep their staged files).
         direct = backfiller is not None and not releases and place.commit_dir != STAGED_COMMITS_DIR \
             and backfiller.publishes_next(table_id, version)
+        # Published at once: ``<v>.json``'s write is prepared while the transaction runs (decision 62: on local
+        # disk the synced bytes wait in a hidden file, and only its name appears once the version is ratified).
+        prep = asyncio.ensure_future(self._prepare(place, version, data)) if direct else None
         write = None if direct else asyncio.ensure_future(storage.put_if_absent(path, data))
         try:
             ratified = await self._ratify_carrying(row, releases)
         except (CommitFailedError, TableNotFoundError):
             if write is not None and await _settled(write):  # certain refusal: our file is an orphan
                 await self.remove_orphan(storage, path)
+            await self._drop(prep)
             raise
         except BaseException:
             if write is not None:
                 write.add_done_callback(_drop_result)  # unknown outcome: the file stays
+            if prep is not None:  # nothing of it can be seen: dropped once prepared
+                prep.add_done_callback(self._drop_later)
             raise
         if ratified.file_name != name:  # the replay of an earlier attempt under the same key
             if write is not None and await _settled(write):
                 await self.remove_orphan(storage, path)
+            await self._drop(prep)
             return ratified, await self._replayed_published(place, table_id, ratified)
-        if write is None and backfiller is not None:
+        if prep is not None and backfiller is not None:
             try:
-                if await backfiller.publish_own(ratified, data):
+                if await backfiller.publish_own(ratified, data, await _prepared(prep)):
                     return ratified, True
             except CommitOwnerError as e:  # a background run retries it, and records what it finds
                 log.warning("table %s: publishing version %d with its commit failed (%s); its staged file is "
@@ -534,6 +552,20 @@ class CommitService:
                     "Idempotency-Key to hear the outcome", latest_table_version=version) from failed or again
         self.staged.written(table_id, version)
         return ratified, False
+
+    async def _prepare(self, place: TablePlace, version: int, data: bytes) -> Prepared:
+        target = delta_file(place.location, version)
+        return await self.storage.for_uri(target).prepare(target, data)
+
+    async def _drop(self, prep: asyncio.Future[Prepared] | None) -> None:
+        if prep is not None and (prepared := await _prepared(prep)) is not None:
+            await self.storage.drop_prepared(prepared)
+
+    def _drop_later(self, prep: asyncio.Future[Prepared]) -> None:
+        if not prep.cancelled() and prep.exception() is None:
+            task = asyncio.get_running_loop().create_task(self.storage.drop_prepared(prep.result()))
+            self._dropping.add(task)
+            task.add_done_callback(self._dropping.discard)
 
     async def after_ratified(self, row: CommitRow, body: CommitBody) -> None:
         """What follows a commit ratified by a multi-table transaction (coordinator/transactions.py), as after

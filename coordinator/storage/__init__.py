@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
 from ..settings import Settings
-from .base import FileInfo, StorageBackend
+from .base import FileInfo, Prepared, StorageBackend
+
+log = logging.getLogger("commit_owner.storage")
 
 
 class StorageRouter:
@@ -56,6 +59,14 @@ class StorageRouter:
             )
         raise ValueError(f"no storage backend for scheme {scheme!r}")
 
+    async def drop_prepared(self, prepared: Prepared) -> None:
+        """Undo a prepared write that will not be used (``StorageBackend.prepare``); never raises: a write that
+        cannot be dropped leaves a hidden temporary file, which no listing and no reader sees."""
+        try:
+            await self.for_uri(prepared.uri).drop_prepared(prepared)
+        except OSError as e:
+            log.warning("dropping the prepared write of %s failed: %s", prepared.uri.rsplit("/", 1)[-1], e)
+
     async def ping(self) -> None:
         for b in list(self._backends.values()):
             await b.ping()
@@ -77,4 +88,4 @@ async def check_credentials(settings: Settings, schemes: set[str]) -> None:
             raise ValueError(f"s3:// tables are allowed here, but {NO_CREDENTIALS}")
 
 
-__all__ = ["FileInfo", "StorageBackend", "StorageRouter", "check_credentials"]
+__all__ = ["FileInfo", "Prepared", "StorageBackend", "StorageRouter", "check_credentials"]

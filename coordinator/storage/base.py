@@ -7,12 +7,18 @@ Contract every backend keeps:
   partially written object.
 * A successful ``put_if_absent`` is durable (fsync on local disk; S3 acknowledges only stored objects).
 * Every call is safe to run concurrently; none blocks the event loop.
+* ``prepare`` + ``put_prepared`` is ``put_if_absent`` in two halves, for a write that may go ahead only once
+  something else is decided (decision 62): whatever a backend can do before the name appears is done in
+  ``prepare`` (local disk: the bytes in a hidden temporary file, synced), ``put_prepared`` makes the object
+  appear as ``put_if_absent`` would, ``drop_prepared`` undoes ``prepare``. A backend that cannot split the
+  write (S3) does it all in ``put_prepared``.
 """
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -20,6 +26,15 @@ class FileInfo:
     path: str
     size: int
     modification_time: int  # milliseconds since the epoch
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A write of ``data`` to ``uri`` prepared by ``StorageBackend.prepare``; ``token`` is the backend's own."""
+
+    uri: str
+    data: bytes
+    token: Any = None
 
 
 class StorageBackend(abc.ABC):
@@ -50,6 +65,18 @@ class StorageBackend(abc.ABC):
     @abc.abstractmethod
     async def info(self, uri: str) -> FileInfo:
         """Size and modification time. Raises FileNotFoundError."""
+
+    async def prepare(self, uri: str, data: bytes) -> Prepared:
+        """The first half of ``put_if_absent(uri, data)``: nothing is visible at ``uri`` yet. Raises OSError."""
+        return Prepared(uri, data)
+
+    async def put_prepared(self, prepared: Prepared) -> FileInfo:
+        """The second half: as ``put_if_absent(prepared.uri, prepared.data)``, the prepared write used up
+        either way. Raises FileExistsError, OSError."""
+        return await self.put_if_absent(prepared.uri, prepared.data)
+
+    async def drop_prepared(self, prepared: Prepared) -> None:  # noqa: B027 - optional: most backends prepare nothing
+        """Undo ``prepare`` (the write is not wanted). Never raises for a prepared write already used or dropped."""
 
     async def replace(self, uri: str, data: bytes) -> None:
         """Create or overwrite ``uri`` with ``data`` atomically (readers see the old or the new bytes; used only

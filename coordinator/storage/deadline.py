@@ -15,7 +15,7 @@ import errno
 from collections.abc import Awaitable
 from typing import TypeVar
 
-from .base import FileInfo, StorageBackend
+from .base import FileInfo, Prepared, StorageBackend
 
 T = TypeVar("T")
 _timeout = getattr(asyncio, "timeout", None)
@@ -38,6 +38,15 @@ class DeadlineStorage(StorageBackend):
 
     async def put_if_absent(self, uri: str, data: bytes) -> FileInfo:
         return await self._bounded("write", uri, self.inner.put_if_absent(uri, data))
+
+    async def prepare(self, uri: str, data: bytes) -> Prepared:
+        return await self._bounded("write", uri, self.inner.prepare(uri, data))
+
+    async def put_prepared(self, prepared: Prepared) -> FileInfo:
+        return await self._bounded("write", prepared.uri, self.inner.put_prepared(prepared))
+
+    async def drop_prepared(self, prepared: Prepared) -> None:
+        await self._bounded("delete", prepared.uri, self.inner.drop_prepared(prepared))
 
     async def read(self, uri: str) -> bytes:
         return await self._bounded("read", uri, self.inner.read(uri))

@@ -23,7 +23,7 @@ import logging
 import random
 from dataclasses import dataclass
 
-from .base import FileInfo, StorageBackend
+from .base import FileInfo, Prepared, StorageBackend
 
 log = logging.getLogger("commit_owner.faults")
 
@@ -97,6 +97,24 @@ class FaultyStorage(StorageBackend):
         info = await self.inner.put_if_absent(uri, data)
         self._maybe("put_lost_ack", self.spec.put_lost_ack, uri)
         return info
+
+    async def prepare(self, uri: str, data: bytes) -> Prepared:
+        return await self.inner.prepare(uri, data)
+
+    async def put_prepared(self, prepared: Prepared) -> FileInfo:
+        """The faults of ``put_if_absent``, once the write is asked to go ahead (a failed one is dropped)."""
+        try:
+            await self._delay(prepared.uri)
+            self._maybe("put_error", self.spec.put_error, prepared.uri)
+        except BaseException:
+            await self.inner.drop_prepared(prepared)
+            raise
+        info = await self.inner.put_prepared(prepared)
+        self._maybe("put_lost_ack", self.spec.put_lost_ack, prepared.uri)
+        return info
+
+    async def drop_prepared(self, prepared: Prepared) -> None:
+        await self.inner.drop_prepared(prepared)
 
     async def read(self, uri: str) -> bytes:
         await self._delay(uri)

@@ -19,14 +19,28 @@ from collections.abc import Callable
 from typing import Any
 
 from client.contract.layout import local_path
-from client.storage import TMP_PREFIX, put_if_absent_local
+from client.storage import TMP_PREFIX, name_local, prepare_local, put_if_absent_local
 
-from .base import FileInfo, StorageBackend
+from .base import FileInfo, Prepared, StorageBackend
+
+
+def _file_info(path: str, st: os.stat_result) -> FileInfo:
+    return FileInfo(path="file://" + path, size=st.st_size, modification_time=int(st.st_mtime * 1000))
 
 
 def _put_if_absent(path: str, data: bytes, durable: bool) -> FileInfo:
-    st = put_if_absent_local(path, data, durable=durable)
-    return FileInfo(path="file://" + path, size=st.st_size, modification_time=int(st.st_mtime * 1000))
+    return _file_info(path, put_if_absent_local(path, data, durable=durable))
+
+
+def _prepare(path: str, data: bytes, durable: bool) -> tuple[str, FileInfo, bool]:
+    tmp, st, made_folder = prepare_local(path, data, durable=durable)
+    return tmp, _file_info(path, st), made_folder
+
+
+def _put_prepared(token: tuple[str, FileInfo, bool], path: str, durable: bool) -> FileInfo:
+    tmp, info, made_folder = token
+    name_local(tmp, path, made_folder, durable=durable)
+    return info
 
 
 def _read(path: str) -> bytes:
@@ -168,6 +182,15 @@ class LocalStorage(StorageBackend):
 
     async def put_if_absent(self, uri: str, data: bytes) -> FileInfo:
         return await self._run(_put_if_absent, local_path(uri), data, self._durable)
+
+    async def prepare(self, uri: str, data: bytes) -> Prepared:
+        return Prepared(uri, data, await self._run(_prepare, local_path(uri), data, self._durable))
+
+    async def put_prepared(self, prepared: Prepared) -> FileInfo:
+        return await self._run(_put_prepared, prepared.token, local_path(prepared.uri), self._durable)
+
+    async def drop_prepared(self, prepared: Prepared) -> None:
+        await self._run(_delete, prepared.token[0])
 
     async def read(self, uri: str) -> bytes:
         return await self._run(_read, local_path(uri))

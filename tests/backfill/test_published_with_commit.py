@@ -12,6 +12,7 @@ publication), the commit is staged as before and the answer names the staged fil
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -133,4 +134,29 @@ async def test_a_publication_that_fails_leaves_the_commit_ratified_and_staged(ba
         assert not a.backend.exists(delta_file(loc, 2))
         assert db_commit_files(a.backend.database_url, tid)[2] == reply["fileName"]
     finally:
+        await a.stop()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_commit_refused_after_its_file_was_prepared_leaves_nothing_behind(backend) -> None:  # type: ignore[no-untyped-def]
+    """Decision 62: ``<v>.json``'s write is prepared while the version is ratified; refused in the database (another
+    process took the version), the prepared write is dropped: no file, hidden or not, and the table as it was."""
+    a = await _start(backend)
+    b = await _start(backend)  # another process: a does not know what it ratifies
+    try:
+        tid, loc = await a.create_table()
+        await _first_commit_published(a, tid, loc)
+        published = await a.commit_ok(tid, 2)
+        assert published["path"] == delta_file(loc, 2)
+        theirs = await b.commit_ok(tid, 3)
+        before = a.backend.snapshot(loc), db_commit_files(a.backend.database_url, tid)
+        status, reply = await a.commit(tid, 3, ndjson(actions(tag="late")))
+        assert status == 409 and reply["error"]["code"] == "COMMIT_VERSION_CONFLICT", reply
+        assert (a.backend.snapshot(loc), db_commit_files(a.backend.database_url, tid)) == before
+        assert db_commit_files(a.backend.database_url, tid)[3] == theirs["fileName"]
+        if a.backend.storage == "local":  # every name in the log folder, hidden ones too
+            log_dir = delta_file(loc, 0).removeprefix("file://").rsplit("/", 1)[0]
+            assert not [n for n in os.listdir(log_dir) if n.startswith(".")], os.listdir(log_dir)
+    finally:
+        await b.stop()
         await a.stop()
