@@ -493,10 +493,13 @@ class Backfiller:
                 # table whose oldest unpublished commit is younger than a sweep has a run of the process that
                 # ratified it coming (or under way), and a process that committed nothing to it would only read
                 # it and be refused its lease. Tables whose lease this process holds are taken at any age: it
-                # publishes the other processes' commits too, and nothing else tells it of them.
+                # publishes the other processes' commits too, and nothing else tells it of them. A table whose
+                # unrecorded commits this process published itself (their marks wait for its next
+                # ratification, decision 62) is not behind.
                 young = now_ms() - int(SWEEP_SECONDS * 1000) if self.ratifies and interval <= 0 else None
                 try:
-                    for tid in await self.store.tables_behind(ratified_before=young, held=self._held.keys()):
+                    for tid in await self.store.tables_behind(ratified_before=young, held=self._held.keys(),
+                                                              published=self._unmarked):
                         work.setdefault(tid, -2)  # -2: decide the target from the batch policy
                 except CommitOwnerError as e:
                     log.warning("backfill sweep could not list tables: %s", e)
@@ -542,7 +545,7 @@ class Backfiller:
                 b = self.settings.backfill_batch_size
                 latest = table.latest_version
                 up_to = latest if (by_interval or not table.accepting or b == 1) else latest - latest % b
-                if up_to <= table.latest_backfilled_version:
+                if up_to <= max(table.latest_backfilled_version, self._unmarked.get(table_id, -1)):
                     return
             elif up_to is not None and 0 <= up_to <= self.published_through(table_id):
                 return  # published meanwhile, by a commit that published itself (decision 61); the rest: the sweep

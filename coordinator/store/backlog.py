@@ -7,7 +7,7 @@ published (their partial index), counts are counted by the database, and lists a
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 from sqlalchemy import Select, and_, func, or_, select
 
@@ -27,10 +27,10 @@ def _unpublished(limit: int | None) -> Select[str, int]:
     return stmt if limit is None else stmt.limit(limit)
 
 
-def behind_statement(limit: int) -> Select[str, int]:
-    """The backfiller's sweep: tables with commit rows not yet backfilled and their oldest such commit's
-    ratification time, the oldest first."""
-    return _unpublished(limit)
+def behind_statement(limit: int) -> Select[str, int, int]:
+    """The backfiller's sweep: tables with commit rows not yet backfilled, their oldest such commit's
+    ratification time and their newest such version, the oldest first."""
+    return _unpublished(limit).add_columns(func.max(commits.c.version).label("newest"))
 
 
 class Backlog:
@@ -38,10 +38,12 @@ class Backlog:
         self.db = db
 
     async def tables_behind(self, limit: int = 1000, ratified_before: int | None = None,
-                            held: Collection[str] = ()) -> list[str]:
+                            held: Collection[str] = (), published: Mapping[str, int] | None = None) -> list[str]:
         """Ids of accepting-or-not tables with unbackfilled commits, the one waiting longest first. With
         ``ratified_before`` (ms): only those whose oldest unbackfilled commit was ratified before then, and those
-        in ``held`` whatever its age (decision 59: the tables the sweeping process publishes).
+        in ``held`` whatever its age (decision 59: the tables the sweeping process publishes). With
+        ``published`` (table id -> the version through which the caller published it, its mark not recorded
+        yet): a table none of whose unbackfilled commits is newer is left out (decision 62).
 
         Read from the commit rows not yet backfilled, through their partial index (``ix_commits_unbackfilled``):
         the sweep's cost follows the commits waiting for publication, not the number of tables. The same tables
@@ -50,7 +52,10 @@ class Backlog:
         ``latest_backfilled_version`` in one transaction (decision 49)."""
         async with self.db.tx(write=False, single=True) as conn:
             rows = (await conn.execute(behind_statement(limit))).all()
-        return [str(r[0]) for r in rows if ratified_before is None or int(r[1]) < ratified_before or r[0] in held]
+        done = published or {}
+        return [str(r[0]) for r in rows
+                if (ratified_before is None or int(r[1]) < ratified_before or r[0] in held)
+                and int(r[2]) > done.get(str(r[0]), -1)]
 
     async def behind(self, limit: int | None = None) -> list[tuple[TableRow, int]]:
         """The tables with unpublished commits, the one waiting longest first (at most ``limit``), each with the

@@ -14,7 +14,7 @@ delegates each of its methods to the part that owns it, and adds nothing.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -142,8 +142,8 @@ class OwnershipStore:
     # -- backlog ------------------------------------------------------------------------------------
 
     async def tables_behind(self, limit: int = 1000, ratified_before: int | None = None,
-                            held: Collection[str] = ()) -> list[str]:
-        return await self.backlog.tables_behind(limit, ratified_before, held)
+                            held: Collection[str] = (), published: Mapping[str, int] | None = None) -> list[str]:
+        return await self.backlog.tables_behind(limit, ratified_before, held, published)
 
     async def behind(self, limit: int | None = None) -> list[tuple[TableRow, int]]:
         return await self.backlog.behind(limit)
