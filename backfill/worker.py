@@ -61,6 +61,11 @@ MARK_TRIES = 3
 #: quiet for as long.
 CARRY_SECONDS = 0.25
 
+#: ... and only while its mark is fewer than this many versions past the mark last recorded: a table other
+#: processes commit to as well (whose ratifications carry nothing of this one) must not pile up a backlog that
+#: refuses commits (``max_unbackfilled_commits``).
+CARRY_VERSIONS = 8
+
 #: A commit that publishes itself renews its table's lease when it is surely held for less than this.
 PUBLISH_MARGIN_SECONDS = 1.0
 
@@ -121,6 +126,7 @@ class Backfiller:
         self._unmarked: dict[str, int] = {}
         self._flush: asyncio.TimerHandle | None = None
         self._mark_tries: dict[str, int] = {}  # tables left by timed flushes in a row (their row was held)
+        self._recorded: dict[str, int] = {}  # the mark this process last recorded or carried, by table
         self._flushing: set[asyncio.Task[None]] = set()
 
     @contextlib.contextmanager
@@ -180,6 +186,7 @@ class Backfiller:
         except CommitOwnerError:
             pass  # it publishes those versions again and finds the same bytes there
         self._held.pop(table_id, None)
+        self._recorded.pop(table_id, None)
         try:
             await self.store.release_lease(table_id, self.holder)
         except CommitOwnerError:
@@ -329,6 +336,7 @@ class Backfiller:
         record for the table, unless a later publication's mark came meanwhile."""
         if up_to < 0:
             return
+        self._recorded[table_id] = max(up_to, self._recorded.get(table_id, -1))
         if self._unmarked.get(table_id) == up_to:
             del self._unmarked[table_id]
             self._mark_tries.pop(table_id, None)
@@ -363,17 +371,19 @@ class Backfiller:
         """Record the deferred marks (of ``table_ids``, or all) in one round trip. They stay pending until the
         database has them, so a run that reads the table meanwhile still starts from what was published; on
         failure they are kept for the next flush, and the error raised. ``patient`` (the timed flush): a table
-        this process committed to within ``CARRY_SECONDS`` is left for its next ratification to carry
-        (decision 62); one this process is ratifying, or whose row a ratification holds, just then is left for
-        the next flush, up to ``MARK_TRIES`` flushes in a row, instead of a statement of its own that waits
-        for the row (or holds the ratification up: decision 61)."""
+        this process committed to within ``CARRY_SECONDS`` is left for its next ratification to carry while
+        its mark is fewer than ``CARRY_VERSIONS`` versions past the one last recorded (decision 62); one this
+        process is ratifying, or whose row a ratification holds, just then is left for the next flush, up to
+        ``MARK_TRIES`` flushes in a row, instead of a statement of its own that waits for the row (or holds
+        the ratification up: decision 61)."""
         pending = {t: self._unmarked[t] for t in (table_ids if table_ids is not None else list(self._unmarked))
                    if t in self._unmarked}
         if not pending:
             return
         # A table committed to a moment ago: its next ratification carries the mark (decision 62).
         recent = time.monotonic() - CARRY_SECONDS
-        carry = {t for t in pending if self._triggered.get(t, 0.0) >= recent} if patient else set()
+        carry = {t for t, v in pending.items() if self._triggered.get(t, 0.0) >= recent
+                 and v - self._recorded.get(t, v - CARRY_VERSIONS) < CARRY_VERSIONS} if patient else set()
         later = [t for t in pending if self._mark_tries.get(t, 0) < MARK_TRIES - 1] if patient else []
         # A table this process is ratifying just now: its mark would wait for the ratification's row, or hold
         # the ratification up; the next flush takes it, at the latest the MARK_TRIES-th.
@@ -387,11 +397,12 @@ class Backfiller:
             if t in left:
                 continue
             self._mark_tries.pop(t, None)
+            self._recorded[t] = max(v, self._recorded.get(t, -1))
             if self._unmarked.get(t) == v:  # (a later publication's mark stays pending)
                 del self._unmarked[t]
-        if (left or carry) and self._flush is None:
+        if (left or carry) and self._flush is None:  # (a mark that outgrows CARRY_VERSIONS is recorded next)
             self._flush = asyncio.get_running_loop().call_later(
-                self.settings.backfill_mark_delay_ms / 1000.0 if left else CARRY_SECONDS, self._start_flush)
+                self.settings.backfill_mark_delay_ms / 1000.0, self._start_flush)
 
     # -- the work -----------------------------------------------------------------------------------
 

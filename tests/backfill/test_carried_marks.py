@@ -136,3 +136,40 @@ async def test_commits_sharing_a_round_trip_each_carry_their_own_mark(backend) -
         assert await _marks(a, idle) == (0, {1: (False, True)})
     finally:
         await a.stop()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_mark_far_ahead_of_the_recorded_one_is_recorded_without_waiting_for_a_ratification(
+        backend, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A table another process commits to as well: the publishing process's ratifications carry its mark only now
+    and then, so the timed flush leaves a mark for them only while it is fewer than ``CARRY_VERSIONS`` past the
+    recorded one (else the backlog grows until commits are refused). The carry window, the sweep and the idle
+    lease's return (which records the mark) are set to a minute here: only that bound can record the mark
+    within the test."""
+    from backfill import worker
+
+    monkeypatch.setattr(worker, "CARRY_SECONDS", 60.0)
+    monkeypatch.setattr(worker, "SWEEP_SECONDS", 60.0)
+    a = await _start(backend, COMMIT_OWNER_BACKFILL_MARK_DELAY_MS="20")
+    b = await _start(backend, COMMIT_OWNER_BACKFILL_MARK_DELAY_MS="20")  # commits; cannot publish (a's lease)
+    try:
+        tid, loc = await a.create_table()
+        await a.commit_ok(tid, 1)
+        await _published(a, tid, loc, 1)
+        await a.commit_ok(tid, 2)  # carries 1: recorded
+        await _published(a, tid, loc, 2)
+        assert (await _marks(a, tid))[0] == 1
+        far = 2 + worker.CARRY_VERSIONS + 2
+        for v in range(3, far):
+            await b.commit_ok(tid, v)
+        await a.commit_ok(tid, far)  # staged (a never saw b's versions); its run publishes them all
+        await _published(a, tid, loc, far)
+        deadline = time.monotonic() + 30
+        while (await _marks(a, tid))[0] < far:
+            assert time.monotonic() < deadline, "a mark far ahead of the recorded one waited for a ratification"
+            await asyncio.sleep(0.05)
+        published, rows = await _marks(a, tid)
+        assert all(rows[v] == (True, False) for v in range(1, far + 1)), rows
+    finally:
+        await b.stop()
+        await a.stop()
