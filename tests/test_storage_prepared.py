@@ -8,8 +8,11 @@ on local disk the folder is listed whole, hidden files too: a prepared write lea
 from __future__ import annotations
 
 import os
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
 
 import pytest
+import pytest_asyncio
 
 from client.contract.layout import delta_file
 from coordinator.metrics import Metrics
@@ -24,9 +27,29 @@ def backend(request: pytest.FixtureRequest) -> Backend:
     return make_backend(request, "sqlite", request.param, f"prepared-{request.param}")
 
 
-def _router(backend: Backend) -> StorageRouter:
-    metrics = Metrics()
-    return StorageRouter(backend_settings(backend), wrap=metrics.wrap_storage)
+@dataclass
+class Place:
+    """The router the service would build for ``backend``, a fresh table's ``<v>.json`` and its folder."""
+
+    storage: StorageRouter
+    loc: str
+    target: str
+
+    @property
+    def folder(self) -> str:
+        return self.target.rsplit("/", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.target.rsplit("/", 1)[-1]
+
+
+@pytest_asyncio.fixture
+async def place(backend: Backend) -> AsyncIterator[Place]:
+    storage = StorageRouter(backend_settings(backend), wrap=Metrics().wrap_storage)
+    loc = backend.new_location()
+    yield Place(storage, loc, delta_file(loc, 3))
+    await storage.close()
 
 
 def _fresh(backend: Backend):  # type: ignore[no-untyped-def]
@@ -43,57 +66,34 @@ def _everything_in(backend: Backend, folder: str) -> list[str]:
     return sorted(p.rsplit("/", 1)[-1] for p in _fresh(backend).find(folder.removeprefix("s3://")))
 
 
-
-async def test_a_prepared_write_appears_only_when_put_and_leaves_nothing_else(backend: Backend) -> None:
-    storage = _router(backend)
-    loc = backend.new_location()
-    target = delta_file(loc, 1)
-    folder = target.rsplit("/", 1)[0]
-    try:
-        backend_ = storage.for_uri(target)
-        prepared = await backend_.prepare(target, b'{"commitInfo":{}}\n')
-        assert not backend.exists(target), "nothing is visible once prepared"
-        assert await backend_.list_names(folder) == []
-        info = await backend_.put_prepared(prepared)
-        assert backend.read(target) == b'{"commitInfo":{}}\n'
-        assert info.size == len(b'{"commitInfo":{}}\n')
-        assert _everything_in(backend, folder) == [target.rsplit("/", 1)[-1]]
-        await backend_.drop_prepared(prepared)  # a used write: dropping it changes nothing
-        assert backend.read(target) == b'{"commitInfo":{}}\n'
-    finally:
-        await storage.close()
+async def test_a_prepared_write_appears_only_when_put_and_leaves_nothing_else(backend: Backend, place: Place) -> None:
+    store = place.storage.for_uri(place.target)
+    prepared = await store.prepare(place.target, b'{"commitInfo":{}}\n')
+    assert not backend.exists(place.target), "nothing is visible once prepared"
+    assert await store.list_names(place.folder) == []
+    info = await store.put_prepared(prepared)
+    assert backend.read(place.target) == b'{"commitInfo":{}}\n'
+    assert info.size == len(b'{"commitInfo":{}}\n')
+    assert _everything_in(backend, place.folder) == [place.name]
+    await store.drop_prepared(prepared)  # a used write: dropping it changes nothing
+    assert backend.read(place.target) == b'{"commitInfo":{}}\n'
 
 
-
-async def test_a_prepared_write_to_a_taken_name_leaves_the_file_there_untouched(backend: Backend) -> None:
-    storage = _router(backend)
-    loc = backend.new_location()
-    target = delta_file(loc, 2)
-    folder = target.rsplit("/", 1)[0]
-    try:
-        backend_ = storage.for_uri(target)
-        prepared = await backend_.prepare(target, b"mine\n")
-        await backend_.put_if_absent(target, b"theirs\n")  # somebody else got there first
-        with pytest.raises(FileExistsError):
-            await backend_.put_prepared(prepared)
-        assert backend.read(target) == b"theirs\n"
-        assert _everything_in(backend, folder) == [target.rsplit("/", 1)[-1]]
-    finally:
-        await storage.close()
+async def test_a_prepared_write_to_a_taken_name_leaves_the_file_there_untouched(backend: Backend, place: Place) -> None:
+    store = place.storage.for_uri(place.target)
+    prepared = await store.prepare(place.target, b"mine\n")
+    await store.put_if_absent(place.target, b"theirs\n")  # somebody else got there first
+    with pytest.raises(FileExistsError):
+        await store.put_prepared(prepared)
+    assert backend.read(place.target) == b"theirs\n"
+    assert _everything_in(backend, place.folder) == [place.name]
 
 
-
-async def test_a_dropped_write_leaves_nothing(backend: Backend) -> None:
-    storage = _router(backend)
-    loc = backend.new_location()
-    target = delta_file(loc, 3)
-    folder = target.rsplit("/", 1)[0]
-    try:
-        await storage.for_uri(target).put_if_absent(delta_file(loc, 2), b"two\n")
-        prepared = await storage.for_uri(target).prepare(target, b"three\n")
-        await storage.drop_prepared(prepared)
-        await storage.drop_prepared(prepared)  # twice: still nothing, no error
-        assert not backend.exists(target)
-        assert _everything_in(backend, folder) == [delta_file(loc, 2).rsplit("/", 1)[-1]]
-    finally:
-        await storage.close()
+async def test_a_dropped_write_leaves_nothing(backend: Backend, place: Place) -> None:
+    earlier = delta_file(place.loc, 2)
+    await place.storage.for_uri(earlier).put_if_absent(earlier, b"two\n")
+    prepared = await place.storage.for_uri(place.target).prepare(place.target, b"three\n")
+    await place.storage.drop_prepared(prepared)
+    await place.storage.drop_prepared(prepared)  # twice: still nothing, no error
+    assert not backend.exists(place.target)
+    assert _everything_in(backend, place.folder) == [earlier.rsplit("/", 1)[-1]]
