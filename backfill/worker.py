@@ -235,11 +235,9 @@ class Backfiller:
         async with self._locks.setdefault(table_id, asyncio.Lock()):
             remembered = self._from_memory(table_id, row.version) if self.publishes_next(table_id, row.version) \
                 else None
+            go = False
             try:
                 go = remembered is not None and await self._lease(table_id, renew_within=PUBLISH_MARGIN_SECONDS)
-            except BaseException:
-                go = False
-                raise
             finally:
                 if not go and prepared is not None:
                     await self.storage.drop_prepared(prepared)
