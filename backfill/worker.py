@@ -316,8 +316,9 @@ class Backfiller:
                                    latest_backfilled_version=done), rows
 
     def _learned(self, table: TableRow, published: int) -> None:
-        self._known[table.table_id] = dataclasses.replace(
-            table, latest_backfilled_version=max(table.latest_backfilled_version, published))
+        if published > table.latest_backfilled_version:  # (a copy only when it changes: this runs per commit)
+            table = dataclasses.replace(table, latest_backfilled_version=published)
+        self._known[table.table_id] = table
         self._known.move_to_end(table.table_id)
         if len(self._known) > 100_000:
             self._known.popitem(last=False)

@@ -91,6 +91,11 @@ async def _janitor_ctx(app: web.Application) -> AsyncIterator[None]:
         await janitor.stop()
 
 
+async def _flush_metrics(app: web.Application) -> None:
+    """The counts added up since the last write (``Metrics.bump``): a worker's last ones reach its files too."""
+    app[METRICS].flush()
+
+
 def create_app(settings: Settings) -> web.Application:
     check_auth_mode(settings)
     app = web.Application(middlewares=[observe.access_middleware, error_middleware, auth_middleware],
@@ -99,6 +104,7 @@ def create_app(settings: Settings) -> web.Application:
     app[METRICS] = Metrics()
     app[RECENT_ERRORS] = RecentErrors()
     app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx, tokens_ctx, _janitor_ctx])
+    app.on_cleanup.append(_flush_metrics)
     table = RouteTable(ROUTES)
     table.add_to(app.router)
     app[ROUTE_TABLE] = table

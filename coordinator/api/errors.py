@@ -11,7 +11,7 @@ the matched route's, else the API of the longest prefix the path lies under (rou
 from __future__ import annotations
 
 import logging
-import uuid
+import os
 from pathlib import Path
 from typing import Any, Literal, overload
 
@@ -78,11 +78,16 @@ def error_response(err: CommitOwnerError, request_id: str | None = None, *, api:
     return resp
 
 
+def _new_request_id() -> str:
+    """32 random hex digits (a uuid4's ``hex`` without building the UUID object: this runs per request)."""
+    return os.urandom(16).hex()
+
+
 @web.middleware
 async def error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
-    request_id = request.headers.get("X-Request-Id") or uuid.uuid4().hex
+    request_id = request.headers.get("X-Request-Id") or _new_request_id()
     if len(request_id) > 64 or not request_id.isprintable():
-        request_id = uuid.uuid4().hex
+        request_id = _new_request_id()
     request[REQUEST_ID] = request_id
     try:
         resp = await handler(request)

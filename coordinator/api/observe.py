@@ -50,7 +50,7 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
     started = time.perf_counter()
     status = 500
     resp: web.StreamResponse | None = None
-    metrics.in_flight.inc()
+    metrics.bump(metrics.in_flight)
     try:
         resp = await handler(request)
         status = resp.status
@@ -59,7 +59,7 @@ async def access_middleware(request: web.Request, handler: Handler) -> web.Strea
         status = e.status
         raise
     finally:
-        metrics.in_flight.dec()
+        metrics.bump(metrics.in_flight, -1.0)
         elapsed = time.perf_counter() - started
         metrics.observe_request(request.method, _route(request), status, elapsed)
         outcome = request.get(OUTCOME) or ("ok" if status < 400 else str(status))

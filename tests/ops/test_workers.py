@@ -51,6 +51,12 @@ def _metric(svc: Service, name: str, labels: str = "") -> float:
     return float(m.group(1)) if m else 0.0
 
 
+def _written(svc: Service, name: str, labels: str, expected: float) -> None:
+    """Until a scrape shows ``expected``: a worker writes its counts to the shared files a moment after it
+    counted them (``TALLY_SECONDS``, decision 63), the one a scrape reaches writes its own first."""
+    wait_until(lambda: _metric(svc, name, labels) == expected, timeout=10, what=f"{name}{labels} == {expected}")
+
+
 def test_concurrent_commits_through_two_workers_land_once_with_contiguous_versions_published_in_order(
         two_workers: Service) -> None:
     svc, backend = two_workers, two_workers.backend
@@ -117,6 +123,7 @@ def test_metrics_through_any_worker_sum_every_workers_counters(two_workers: Serv
     for v in range(1, n + 1):
         with svc.client() as c:
             c.commit(table_id, v, actions())
+    _written(svc, "commit_owner_commits_total", '{outcome="ok"}', before + n)
     scrapes = [_metric(svc, "commit_owner_commits_total", '{outcome="ok"}') for _ in range(8)]
     assert scrapes == [before + n] * 8
     assert set(svc.worker_pids()) <= {r["pid"] for r in _records(svc) if r.get("path") == "/metrics"}
@@ -128,10 +135,12 @@ def test_metrics_through_any_worker_sum_every_workers_counters(two_workers: Serv
 def test_a_killed_worker_is_restarted_and_the_totals_survive_it(two_workers: Service) -> None:
     svc = two_workers
     table_id, _loc = create_owned_table(svc)
+    before = _metric(svc, "commit_owner_commits_total", '{outcome="ok"}')
     for v in (1, 2, 3):
         with svc.client() as c:
             c.commit(table_id, v, actions())
-    total = _metric(svc, "commit_owner_commits_total", '{outcome="ok"}')
+    total = before + 3
+    _written(svc, "commit_owner_commits_total", '{outcome="ok"}', total)  # both workers' counts are in the files
     victim, survivor = svc.worker_pids()
     os.kill(victim, signal.SIGKILL)
     wait_until(lambda: len(svc.worker_pids()) == 2 and victim not in svc.worker_pids(), timeout=30,
@@ -140,7 +149,7 @@ def test_a_killed_worker_is_restarted_and_the_totals_survive_it(two_workers: Ser
     wait_until(lambda: _both_answer(svc), timeout=30, what="the new worker to answer")
     with svc.client() as c:
         assert c.commit(table_id, 4, actions()).version == 4
-    assert _metric(svc, "commit_owner_commits_total", '{outcome="ok"}') == total + 1  # the dead one's count stays
+    _written(svc, "commit_owner_commits_total", '{outcome="ok"}', total + 1)  # the dead one's count stays
     assert any(r.get("msg", "").startswith(f"worker 0 (pid {victim}) died (signal SIGKILL)")
                or r.get("msg", "").startswith(f"worker 1 (pid {victim}) died (signal SIGKILL)") for r in _records(svc))
 
