@@ -26,6 +26,7 @@ by a collector of that worker alone, never written to the shared files.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import os
 import time
 from collections import deque
@@ -147,7 +148,7 @@ class Metrics:
         return c
 
     def bump(self, child: Any, amount: float = 1.0) -> None:
-        """``child.inc(amount)``, written with the others of the moment by a timer of the app's event loop
+        """``child.inc(amount)`` (a counter's or gauge's child, or one value of a histogram's), written with the others of the moment by a timer of the app's event loop
         (``TALLY_SECONDS``) or at the next scrape; at once when called outside that loop (a thread, a test)."""
         try:
             loop = asyncio.get_running_loop()
@@ -165,6 +166,19 @@ class Metrics:
             loop.call_later(TALLY_SECONDS, self.flush)
         tally[child] = tally.get(child, 0.0) + amount
 
+    def observe(self, child: Any, amount: float) -> None:
+        """``child.observe(amount)`` (a histogram's child), added up as ``bump`` adds: its sum and its bucket are
+        the two values an observation increments. A prometheus_client whose histogram no longer keeps them so
+        gets ``observe`` itself (tests/ops/test_metrics.py compares the two)."""
+        total, buckets, bounds = (getattr(child, a, None) for a in ("_sum", "_buckets", "_upper_bounds"))
+        if total is None or buckets is None or bounds is None or len(buckets) != len(bounds):
+            child.observe(amount)
+            return
+        self.bump(total, amount)
+        i = bisect.bisect_left(bounds, amount)  # the first bound >= amount, as ``observe`` looks for it
+        if i < len(buckets):
+            self.bump(buckets[i])
+
     def flush(self) -> None:
         """Write the amounts ``bump`` added up (before a scrape, at the app's end, and by its timer)."""
         tally, self._tally = self._tally, {}
@@ -174,7 +188,7 @@ class Metrics:
 
     def observe_commit(self, outcome: str, seconds: float) -> None:
         self.bump(self.child(self.commits, outcome))
-        self.child(self.commit_latency, outcome).observe(seconds)
+        self.observe(self.child(self.commit_latency, outcome), seconds)
         if outcome != "ok":
             self.outcomes.observe(outcome)
         if outcome == "COMMIT_VERSION_CONFLICT":
@@ -182,11 +196,11 @@ class Metrics:
 
     def observe_request(self, method: str, route: str, status: int, seconds: float) -> None:
         self.bump(self.child(self.requests, method, route, str(status)))
-        self.child(self.request_latency, method, route).observe(seconds)
+        self.observe(self.child(self.request_latency, method, route), seconds)
 
     def observe_published(self, ratified_at_ms: int) -> None:
         self.bump(self.backfill_published)
-        self.backfill_lag.observe(max(0.0, time.time() - ratified_at_ms / 1000.0))
+        self.observe(self.backfill_lag, max(0.0, time.time() - ratified_at_ms / 1000.0))
 
     def watch_engine(self, engine: Any) -> None:
         """Count the database errors of an AsyncEngine (SQLAlchemy ``handle_error`` event)."""

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
+from prometheus_client import CollectorRegistry
+
+from coordinator import metrics as metrics_module
 from coordinator.metrics import Metrics
 from tests.ops.helpers import call, pg_connect, post_commit, sample, scrape
 from tests.support import Service, actions, create_owned_table, delta_file, wait_until
@@ -119,3 +123,55 @@ def test_each_app_has_its_own_registry() -> None:
     assert a.registry is not b.registry
     assert a.registry.get_sample_value("commit_owner_commits_total", {"outcome": "ok"}) == 1
     assert b.registry.get_sample_value("commit_owner_commits_total", {"outcome": "ok"}) == 0
+
+
+def test_counts_added_up_in_the_loop_are_written_by_its_timer_or_a_scrape_as_prometheus_would_write_them() -> None:
+    """Decision 63: in the app's event loop, counters, gauges and histograms are added up and written once per
+    ``TALLY_SECONDS`` or before a scrape. What is written is what prometheus_client's own ``inc``/``observe``
+    write for the same events (a registry fed directly, compared sample by sample), buckets edges included."""
+    from prometheus_client import Histogram
+
+    seconds = [0.0, 0.001, 0.0011, 0.0025, 0.004, 0.05, 0.7, 29.0, 31.0, 1e6]
+    direct = Metrics()  # fed outside any loop: every event written at once
+    for s in seconds:
+        direct.observe_request("POST", "/r", 200, s)
+        direct.observe_commit("ok", s)
+    direct.bump(direct.in_flight, 2.0)
+    direct.bump(direct.in_flight, -1.0)
+    plain = Histogram("plain_seconds", "", buckets=metrics_module._LATENCY_BUCKETS,
+                      registry=CollectorRegistry())
+    for s in seconds:
+        plain.observe(s)
+
+    def samples(m: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        return {(x.name, tuple(sorted(x.labels.items()))): x.value for f in m.registry.collect()
+                for x in f.samples if not x.name.endswith("_created")}
+
+    async def in_a_loop() -> tuple[Metrics, dict, dict]:
+        m = Metrics()
+        for s in seconds:
+            m.observe_request("POST", "/r", 200, s)
+            m.observe_commit("ok", s)
+        m.bump(m.in_flight, 2.0)
+        m.bump(m.in_flight, -1.0)
+        before = samples(m)
+        await asyncio.sleep(metrics_module.TALLY_SECONDS * 4)
+        return m, before, samples(m)
+
+    m, before, after = asyncio.run(in_a_loop())
+    assert before[("commit_owner_commits_total", (("outcome", "ok"),))] == 0, "nothing written before the timer"
+    assert after == samples(direct), "the timer wrote what each event would have"
+    assert after[("commit_owner_http_requests_in_flight", ())] == 1
+    for le, n in [("0.001", 2), ("0.0025", 4), ("0.005", 5), ("30.0", 8), ("+Inf", 10)]:
+        assert after[("commit_owner_commit_duration_seconds_bucket", (("le", le), ("outcome", "ok")))] == n
+    want = {x.labels["le"]: x.value for x in plain.collect()[0].samples if x.name.endswith("_bucket")}
+    got = {dict(k[1])["le"]: v for k, v in after.items() if k[0] == "commit_owner_commit_duration_seconds_bucket"}
+    assert got == want
+
+    fresh = Metrics()
+
+    async def scraped() -> bytes:
+        fresh.observe_commit("ok", 0.01)
+        return fresh.exposition()  # at once, before the timer
+
+    assert b'commit_owner_commits_total{outcome="ok"} 1.0' in asyncio.run(scraped())
