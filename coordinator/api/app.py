@@ -42,12 +42,16 @@ ROUTES = [
 ]
 
 
+# A serving process keeps the connection of a one-statement unit of work this long for the next one (decision 63).
+LINGER_SECONDS = 1.0
+
+
 async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
     s = app[SETTINGS]
     async with open_engine(s.database_url, pool_size=s.db_pool_size, timeout=s.request_timeout_seconds,
                            connect_timeout=s.db_connect_timeout_seconds, on_create=app[METRICS].watch_engine) as engine:
         app[STORE] = OwnershipStore(engine, group_max_rows=s.group_commit_max_rows,
-                                    turn_wait_seconds=wait_seconds(s.commit_turn_seconds))
+                                    turn_wait_seconds=wait_seconds(s.commit_turn_seconds), linger_seconds=LINGER_SECONDS)
         try:
             yield
         finally:

@@ -29,12 +29,15 @@ from .turns import TableTurns
 
 
 class OwnershipStore:
-    def __init__(self, engine: AsyncEngine, *, group_max_rows: int = 1, turn_wait_seconds: float = 3.0) -> None:
+    def __init__(self, engine: AsyncEngine, *, group_max_rows: int = 1, turn_wait_seconds: float = 3.0,
+                 linger_seconds: float = 0.0) -> None:
         """``group_max_rows``: at most this many ratifications (and backfill marks) of different tables share
         one database round trip; 1 runs each on its own (docs/decisions.md, group commit).
-        ``turn_wait_seconds``: how long a process waits for a table's turn held by another one (decision 53)."""
+        ``turn_wait_seconds``: how long a process waits for a table's turn held by another one (decision 53).
+        ``linger_seconds``: how long a connection of a one-statement unit of work is kept for the next one
+        (PostgreSQL; ``Db``, decision 63); ``close`` lets go of them."""
         self.engine = engine
-        self.db = Db(engine)
+        self.db = Db(engine, linger_seconds=linger_seconds)
         self.is_sqlite = self.db.dialect.name == "sqlite"
         self.tables = Tables(self.db)
         self.commits = Commits(self.db, group_max_rows=group_max_rows)
@@ -46,7 +49,8 @@ class OwnershipStore:
         self.turns = TableTurns(engine, wait_seconds=turn_wait_seconds)  # the tables' turns among processes
 
     async def close(self) -> None:
-        """Let go of what the store opened beside the engine (the turns' connections)."""
+        """Let go of what the store opened beside the engine (the turns' connections, the ones kept idle)."""
+        await self.db.close()
         await self.turns.close()
 
     async def ping(self) -> None:
