@@ -312,14 +312,16 @@ class MeteredStorage(StorageBackend):
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def _call(self, op: str, *args: Any) -> Any:
-        self.metrics.bump(self.metrics.child(self.metrics.storage_requests, op))
+    async def _call(self, op: str, *args: Any, counted_as: str | None = None) -> Any:
+        """The inner backend's ``op``, counted (as ``counted_as``, when the operation is another's half)."""
+        label = counted_as or op
+        self.metrics.bump(self.metrics.child(self.metrics.storage_requests, label))
         try:
             return await getattr(self.inner, op)(*args)
         except self._ANSWERS:
             raise
         except OSError as e:
-            self._failed(op, e)
+            self._failed(label, e)
             raise
 
     def _failed(self, op: str, e: OSError) -> None:
@@ -335,14 +337,7 @@ class MeteredStorage(StorageBackend):
         return await self.inner.prepare(uri, data)
 
     async def put_prepared(self, prepared: Any) -> Any:
-        self.metrics.bump(self.metrics.child(self.metrics.storage_requests, "put_if_absent"))
-        try:
-            return await self.inner.put_prepared(prepared)
-        except self._ANSWERS:
-            raise
-        except OSError as e:
-            self._failed("put_if_absent", e)
-            raise
+        return await self._call("put_prepared", prepared, counted_as="put_if_absent")
 
     async def drop_prepared(self, prepared: Any) -> None:
         await self.inner.drop_prepared(prepared)
