@@ -148,8 +148,9 @@ class Metrics:
         return c
 
     def bump(self, child: Any, amount: float = 1.0) -> None:
-        """``child.inc(amount)`` (a counter's or gauge's child, or one value of a histogram's), written with the others of the moment by a timer of the app's event loop
-        (``TALLY_SECONDS``) or at the next scrape; at once when called outside that loop (a thread, a test)."""
+        """``child.inc(amount)`` (a counter's or gauge's child, or one value of a histogram's), written with the
+        others of the moment by a timer of the app's event loop (``TALLY_SECONDS``) or at the next scrape; at once
+        when called outside that loop (a thread, a test)."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError
 
 from coordinator.store import CommitRow, OwnershipStore, create_engine
 from coordinator.store.db import Db
-from coordinator.store.schema import commits, owned_tables
+from coordinator.store.schema import commits
 from tests.conftest import make_backend
 from tests.test_store_driver import commit_row
 

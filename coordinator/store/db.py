@@ -113,6 +113,7 @@ class Db:
         transaction, closed (back to the pool, or invalidated by SQLAlchemy) otherwise (decision 63)."""
         if conn is None:
             try:
+                assert self.dialect.autocommit is not None  # (``linger`` is 0 without it)
                 async with _until(deadline):
                     conn = await self.dialect.autocommit.connect()
             except TimeoutError:
