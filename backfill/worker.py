@@ -312,12 +312,11 @@ class Backfiller:
             rows.append(entry[0])
         if not rows or (up_to is not None and rows[-1].version < up_to):
             return None
-        return dataclasses.replace(known, latest_version=max(known.latest_version, rows[-1].version),
-                                   latest_backfilled_version=done), rows
+        return known.with_versions(max(known.latest_version, rows[-1].version), done), rows
 
     def _learned(self, table: TableRow, published: int) -> None:
         if published > table.latest_backfilled_version:  # (a copy only when it changes: this runs per commit)
-            table = dataclasses.replace(table, latest_backfilled_version=published)
+            table = table.with_versions(table.latest_version, published)
         self._known[table.table_id] = table
         self._known.move_to_end(table.table_id)
         if len(self._known) > 100_000:

@@ -13,7 +13,6 @@ exists); on S3 the PUT carries ``If-None-Match: *``.
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -193,7 +192,7 @@ def prepare_local(path: str, data: bytes, *, durable: bool = True) -> tuple[str,
     made_folder = not os.path.isdir(folder)
     if made_folder:
         os.makedirs(folder, exist_ok=True)
-    tmp = os.path.join(folder, f"{TMP_PREFIX}{uuid.uuid4().hex}")
+    tmp = os.path.join(folder, f"{TMP_PREFIX}{os.urandom(16).hex()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         view = memoryview(data)

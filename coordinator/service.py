@@ -41,6 +41,7 @@ from client.contract.layout import (
     delta_file,
     normalize_location,
     parse_staged_file,
+    random_uuid,
     staged_file,
     staged_file_name,
 )
@@ -359,7 +360,7 @@ class CommitService:
             raise InvalidCommitError("Commit version 0 must go via filesystem.", latest_table_version=None)
         if version < 0:
             raise InvalidCommitError(f"Commit version {version} is not valid: versions start at 0.")
-        uid = _key_uid(idempotency_key) if idempotency_key else str(uuid.uuid4())
+        uid = _key_uid(idempotency_key) if idempotency_key else random_uuid()
         key = uid if idempotency_key else None
         turn = self._turn(table_id)
         if (stale := turn.stale(version)) is not None:

@@ -94,3 +94,31 @@ def test_deletion_vector_file_names() -> None:
     assert layout.deletion_vector_file("i", "wi5b=000010000siXQKl0rr91000f55c8Xg0@@D72lkbi5=-{L") is None
     with pytest.raises(InvalidArgumentError, match="Z85"):
         layout.deletion_vector_file("u", "short")
+
+
+def test_random_uuid_is_a_version_4_uuid_in_its_canonical_spelling() -> None:
+    seen = {layout.random_uuid() for _ in range(2000)}
+    assert len(seen) == 2000
+    for u in seen:
+        parsed = uuid.UUID(u)
+        assert str(parsed) == u and parsed.version == 4 and parsed.variant == uuid.RFC_4122
+    name = layout.staged_file_name(7)
+    assert layout.parse_staged_file(name).version == 7
+
+
+def test_parse_uuid_answers_the_canonical_spelling_and_refuses_the_rest() -> None:
+    from coordinator.api.parse import parse_uuid
+    from coordinator.store.rows import TableRow
+
+    u = str(uuid.uuid4())
+    assert parse_uuid(u, "table id") == u
+    assert parse_uuid(u.upper(), "table id") == u
+    assert parse_uuid("{" + u + "}", "table id") == u
+    for bad in ("x", u + "\n", u[:-1], u + "0", None, 5):
+        with pytest.raises(InvalidArgumentError, match="table id must be a UUID"):
+            parse_uuid(bad, "table id")
+    # and the backfiller's copy of a table row is the copy dataclasses.replace makes
+    import dataclasses
+    row = TableRow(u, "file:///t", "_commits", 0, 5, 3, None, True, "ACTIVE", None, 1, 2, 3, name="c.s.t")
+    assert row.with_versions(6, 4) == dataclasses.replace(row, latest_version=6, latest_backfilled_version=4)
+    assert row.latest_version == 5 and row.latest_backfilled_version == 3

@@ -56,6 +56,16 @@ class StagedName(NamedTuple):
     uid: str
 
 
+def random_uuid() -> str:
+    """A random (version 4) UUID in its canonical spelling, as ``str(uuid.uuid4())`` gives it, for less than half
+    its cost (a commit takes one or two)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # the RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
 def delta_file_name(version: int) -> str:
     """``<v:020>.json``: the published commit of ``version``."""
     return f"{version:020d}.json"
@@ -63,7 +73,7 @@ def delta_file_name(version: int) -> str:
 
 def staged_file_name(version: int, uid: str | None = None) -> str:
     """``<v:020>.<uuid>.json``: a staged commit (a fresh uuid unless ``uid`` is given)."""
-    return f"{version:020d}.{uid or uuid.uuid4()}.json"
+    return f"{version:020d}.{uid or random_uuid()}.json"
 
 
 def checkpoint_file_names(version: int, parts: int = 1) -> list[str]:

@@ -5,14 +5,20 @@ Each raises InvalidArgumentError naming the field, so an adapter's error middlew
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
 from client.contract.errors import InvalidArgumentError
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
 
 def parse_uuid(value: Any, what: str) -> str:
-    """``value`` in the canonical spelling of a UUID."""
+    """``value`` in the canonical spelling of a UUID (one already spelled so, as clients send the ids they were
+    given, is returned as it is without building a ``uuid.UUID``)."""
+    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
+        return value
     try:
         return str(uuid.UUID(value))
     except (ValueError, AttributeError, TypeError):

@@ -165,7 +165,6 @@ class RedactTokens(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.getMessage()
         if "dco_" in msg or "earer" in msg:
-            red = _BEARER.sub(lambda m: (m.group(1) or "") + "***", msg)
-            if red != msg:
-                record.msg, record.args = red, None
+            msg = _BEARER.sub(lambda m: (m.group(1) or "") + "***", msg)
+        record.msg, record.args = msg, None  # formatted once: the formatter's getMessage() has nothing left to do
         return True

