@@ -153,8 +153,8 @@ async def _read(storage: StorageRouter, uri: str, missing: str | None = None) ->
 async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: TableRow, from_version: int) -> list[int]:
     """Re-publish already-backfilled versions >= ``from_version`` whose ``<v>.json`` went missing.
 
-    Uses the kept commit rows and their staged files; stops at the first version that is present. A version
-    that was published with its commit has no staged file (decision 61): its loss is reported, not repaired.
+    Uses the kept commit rows and their staged files (every ratified commit has one, decision 65); stops at the
+    first version that is present. A version whose staged file was cleaned up too is reported, not repaired.
     Returns the versions re-published.
     """
     fixed: list[int] = []
@@ -168,9 +168,8 @@ async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: Tabl
         if row is None:
             break
         data = await _read(storage, staged_file(table.location, table.commit_dir, row.file_name), missing=(
-            f"_delta_log/{delta_file_name(v)} of published version {v} is missing, and the owner keeps no other copy "
-            "of it (a version published with its commit has no staged file, decision 61; or it was cleaned up): "
-            "restore the file from a backup"))
+            f"_delta_log/{delta_file_name(v)} of published version {v} is missing, and so is its staged file (it was "
+            "cleaned up): restore the file from a backup"))
         await _check_ratified(store, table, row, data)
         try:
             await backend.put_if_absent(target, data)

@@ -406,26 +406,8 @@ class CommitService:
         if prior is None:
             raise stale
         place = await self.place(table_id)
-        if await self._replayed_published(place, table_id, prior):
-            return prior.to_json_published(place.location)
-        return prior.to_json(place.location, place.commit_dir)
-
-    async def _replayed_published(self, place: TablePlace, table_id: str, prior: CommitRow) -> bool:
-        """Whether the replay of ``prior`` is answered with its ``<v>.json``, as its first attempt was when it was
-        published with its commit (decision 61) and so has no staged file; else its staged file is made sure
-        of. Raises UnavailableError."""
-        if self.staged.known(table_id, prior.version):
-            return False
-        published = prior.backfilled_at is not None or (
-            self.backfiller is not None and prior.version <= self.backfiller.published_through(table_id))
-        if published:
-            path = staged_file(place.location, place.commit_dir, prior.file_name)
-            try:
-                return not await self.storage.for_uri(path).exists(path)
-            except OSError as e:
-                raise UnavailableError(f"log storage unavailable while answering a replay: {type(e).__name__}") from e
         await self.staged.ensure(place.location, place.commit_dir, [prior])
-        return False
+        return prior.to_json(place.location, place.commit_dir)
 
     async def _ratify(self, table_id: str, version: int, data: bytes, uid: str,
                       staged: FileInfo | None = None) -> dict[str, Any]:
@@ -464,31 +446,29 @@ class CommitService:
 
     async def _ratified(self, place: TablePlace, table_id: str, ratified: CommitRow, data: bytes,
                         metadata: dict[str, Any] | None, releases: bool, published: bool = False) -> dict[str, Any]:
-        """What follows a ratification: the catalog's columns, the backfiller's turn, the answer. A commit
-        published with its ratification (decision 61) is answered with its published file."""
+        """What follows a ratification: the catalog's columns, the backfiller's turn (unless the commit was
+        published with its ratification, decision 61), the answer, which names the staged file."""
         if metadata is not None:
             await self._record_columns(table_id, ratified.version, metadata)
-        if published:
-            return ratified.to_json_published(place.location)
-        if self.backfiller is not None:
+        if self.backfiller is not None and not published:
             await self.backfiller.after_commit(table_id, ratified.version, data, releases, ratified)
         return ratified.to_json(place.location, place.commit_dir)
 
     async def _ratify_owner_written(self, place: TablePlace, table_id: str, version: int, data: bytes, uid: str,
                                     sha: str, commit_timestamp: int, releases: bool) -> tuple[CommitRow, bool]:
-        """The database as the write-ahead log (decision 43): the ratifying transaction keeps the bytes in
-        the row. When this process publishes the table's commits as they come and this is the next one, the
-        version is published as ``<v>.json`` right after the transaction, and no staged file is written at
-        all (decision 61); else the staged file is written while the transaction runs. The answer waits for
-        the file it names. The staged file's name is fresh for each attempt (the key lives in the row), so no
-        two attempts ever share a file. Returns the ratified row and whether it is published.
+        """The design card's shape (decision 65): the staged file is written while the ratifying transaction
+        runs, and the transaction keeps the bytes in the row (the database as the write-ahead log, decision 43).
+        The staged file is durable before the answer. When this process publishes the table's commits as they
+        come and this is the next one, ``<v>.json`` (a copy of the staged bytes, its write prepared meanwhile)
+        is published before the answer too (decisions 61, 62); else a background run publishes it. The staged
+        file's name is fresh for each attempt (the key lives in the row), so no two attempts ever share a file.
+        Returns the ratified row and whether it is published.
 
-        * refused for certain: the attempt's file is an orphan, removed once its write settled;
-        * outcome unknown (database unreachable, cancelled): the file stays, whatever becomes of the row;
+        * refused for certain: the attempt's files are orphans, removed once their writes settled;
+        * outcome unknown (database unreachable, cancelled): the staged file stays, whatever becomes of the row;
         * an idempotent replay of an earlier attempt: that attempt's file is made sure of, this one's removed;
-        * ratified but not published, and the file failed or was never started: it is written from memory;
-          when that fails, 503 (the row is durable and the file is rewritten from it before any reader sees
-          the version).
+        * ratified, and the staged file failed: it is written again from memory; when that fails, 503 (the row
+          is durable and the file is rewritten from it before any reader sees the version).
         """
         name = staged_file_name(version)
         path = staged_file(place.location, place.commit_dir, name)
@@ -500,59 +480,61 @@ class CommitService:
             body=data,
         )
         backfiller = self.backfiller
-        # Not in _staged_commits: the Unity Catalog API lists published commits by their staged files too, and
-        # Sail reads them there (a catalog-managed table's commits keep their staged files).
-        direct = backfiller is not None and not releases and place.commit_dir != STAGED_COMMITS_DIR \
-            and backfiller.publishes_next(table_id, version)
-        # Published at once: ``<v>.json``'s write is prepared while the transaction runs (decision 62: on local
-        # disk the synced bytes wait in a hidden file, and only its name appears once the version is ratified).
+        direct = backfiller is not None and not releases and backfiller.publishes_next(table_id, version)
+        write = asyncio.ensure_future(storage.put_if_absent(path, data))
+        # Published at once: ``<v>.json``'s write is prepared while the transaction runs too (decision 62: on local
+        # disk the synced bytes wait in a hidden file of their own, and only its name appears once ratified).
         prep = asyncio.ensure_future(self._prepare(place, version, data)) if direct else None
-        write = None if direct else asyncio.ensure_future(storage.put_if_absent(path, data))
         try:
             ratified = await self._ratify_carrying(row, releases)
         except (CommitFailedError, TableNotFoundError):
-            if write is not None and await _settled(write):  # certain refusal: our file is an orphan
+            if await _settled(write):  # certain refusal: our file is an orphan
                 await self.remove_orphan(storage, path)
             await self._drop(prep)
             raise
         except BaseException:
-            if write is not None:
-                write.add_done_callback(_drop_result)  # unknown outcome: the file stays
+            write.add_done_callback(_drop_result)  # unknown outcome: the file stays
             if prep is not None:  # nothing of it can be seen: dropped once prepared
                 prep.add_done_callback(self._drop_later)
             raise
         if ratified.file_name != name:  # the replay of an earlier attempt under the same key
-            if write is not None and await _settled(write):
+            if await _settled(write):
                 await self.remove_orphan(storage, path)
             await self._drop(prep)
-            return ratified, await self._replayed_published(place, table_id, ratified)
+            await self.staged.ensure(place.location, place.commit_dir, [ratified])
+            return ratified, False
+        try:
+            await self._staged_durable(place, row, write)
+        except BaseException:
+            if prep is not None:  # not published: a background run publishes it once its file is there
+                prep.add_done_callback(self._drop_later)
+            raise
         if prep is not None and backfiller is not None:
             try:
-                if await backfiller.publish_own(ratified, data, await _prepared(prep)):
-                    return ratified, True
+                return ratified, await backfiller.publish_own(ratified, data, await _prepared(prep))
             except CommitOwnerError as e:  # a background run retries it, and records what it finds
-                log.warning("table %s: publishing version %d with its commit failed (%s); its staged file is "
-                            "written instead", table_id, version, e.message)
-        failed: OSError | None = None
-        if write is not None:
-            try:
-                await write
-            except FileExistsError:
-                pass  # a reader of the ratified row wrote it from the row first: the same bytes
-            except OSError as e:
-                log.warning("table %s: version %d is ratified, writing its staged file failed (%s); trying again",
-                            table_id, version, type(e).__name__)
-                failed = e
-        if write is None or failed is not None:
+                log.warning("table %s: publishing version %d with its commit failed (%s); a background run "
+                            "publishes it", table_id, version, e.message)
+        return ratified, False
+
+    async def _staged_durable(self, place: TablePlace, row: CommitRow, write: asyncio.Future[Any]) -> None:
+        """Wait for the staged file of the just ratified ``row``; written again from memory when its write failed.
+        Raises UnavailableError (503) when that fails too."""
+        try:
+            await write
+        except FileExistsError:
+            pass  # a reader of the ratified row wrote it from the row first: the same bytes
+        except OSError as e:
+            log.warning("table %s: version %d is ratified, writing its staged file failed (%s); trying again",
+                        row.table_id, row.version, type(e).__name__)
             try:
                 await self.staged.ensure(place.location, place.commit_dir, [row])
             except UnavailableError as again:
                 raise UnavailableError(
-                    f"version {version} is ratified but its staged file could not be written ({again.message}); it "
-                    "is written from the database before any reader is told of it: retry with the same "
-                    "Idempotency-Key to hear the outcome", latest_table_version=version) from failed or again
-        self.staged.written(table_id, version)
-        return ratified, False
+                    f"version {row.version} is ratified but its staged file could not be written ({again.message}); "
+                    "it is written from the database before any reader is told of it: retry with the same "
+                    "Idempotency-Key to hear the outcome", latest_table_version=row.version) from e
+        self.staged.written(row.table_id, row.version)
 
     async def _prepare(self, place: TablePlace, version: int, data: bytes) -> Prepared:
         target = delta_file(place.location, version)
@@ -611,20 +593,14 @@ class CommitService:
             raise InvalidArgumentError(f"startVersion {start} is greater than endVersion {end}")
         table, rows = await self.store.get_commits(table_id, start, end)
         return {
-            "commits": await self._for_readers(table.location, table.commit_dir, table_id, rows),
+            "commits": await self._for_readers(table.location, table.commit_dir, rows),
             "latestTableVersion": table.reported_latest,
         }
 
-    async def _for_readers(self, location: str, commit_dir: str, table_id: str,
-                           rows: list[CommitRow]) -> list[dict[str, Any]]:
-        """``rows`` as a reader is handed them, by the file their writer was answered with: a version this
-        process published with its commit (decision 61, no staged file; its mark may not be recorded yet) by its
-        ``<v>.json``, the others by their staged files, made sure of first. Raises UnavailableError."""
-        through = self.backfiller.published_through(table_id) if self.backfiller is not None else -1
-        published = {r.version for r in rows if r.version <= through and not self.staged.known(table_id, r.version)}
-        await self.staged.ensure(location, commit_dir, [r for r in rows if r.version not in published])
-        return [r.to_json_published(location) if r.version in published else r.to_json(location, commit_dir)
-                for r in rows]
+    async def _for_readers(self, location: str, commit_dir: str, rows: list[CommitRow]) -> list[dict[str, Any]]:
+        """``rows`` as a reader is handed them: by their staged files, made sure of first. Raises UnavailableError."""
+        await self.staged.ensure(location, commit_dir, rows)
+        return [r.to_json(location, commit_dir) for r in rows]
 
     async def add_unseen_commits(self, err: CommitVersionConflictError, table_id: str, version: int) -> None:
         """Put on ``err`` (a refusal of ``version``) the ratified commits from ``version`` on, at most
@@ -646,7 +622,7 @@ class CommitService:
             err.unseen_commits, err.unseen_commits_complete = [], False
             return
         try:
-            err.unseen_commits = await self._for_readers(table.location, table.commit_dir, table_id, rows)
+            err.unseen_commits = await self._for_readers(table.location, table.commit_dir, rows)
         except UnavailableError:
             err.unseen_commits, err.unseen_commits_complete = [], False
             return

@@ -99,10 +99,9 @@ class Settings:
         parse=int)
     publish_with_commit: bool = setting(
         True,
-        "Publish an /api/v1 commit as _delta_log/<v>.json before answering it, without a staged file, when this "
-        "process can publish it next (decisions 61, 62): one durable file per commit instead of two and every "
-        "Delta reader sees the version when its writer does; off: every commit is staged and published a moment "
-        "after its answer.",
+        "Publish an /api/v1 commit as _delta_log/<v>.json (a copy of its staged file) before answering it, when "
+        "this process can publish it next (decisions 61, 62, 65): every Delta reader sees the version when its "
+        "writer does; off: it is published a moment after its answer. Every commit has its staged file either way.",
         parse=_bool)
     max_unbackfilled_commits: int = setting(
         50,

@@ -71,10 +71,6 @@ class StagedFiles:
         if len(self._present) > KNOWN_PRESENT:
             self._present.popitem(last=False)
 
-    def known(self, table_id: str, version: int) -> bool:
-        """Whether this process knows the staged file of ``version`` is there."""
-        return (table_id, version) in self._present
-
     async def ensure(self, location: str, commit_dir: str, rows: Iterable[CommitRow]) -> None:
         """Every row's staged file is there once this returns. Raises UnavailableError."""
         for row in rows:

@@ -3,8 +3,8 @@
 Per table, from the ownership store (rows read straight from the database) and the log storage:
 
 1. ratified versions are exactly base+1 .. latest, contiguous, one row (one file) each;
-2. every ratified version has its bytes (the row's checksum) in its staged file, or, published with its
-   commit (decision 61), in its ``<v>.json``;
+2. every ratified version has its bytes (the row's checksum) in its staged file (decision 65: the design
+   card's shape; ``<v>.json`` never stands in for it);
 3. every acknowledged commit is at the version it was acknowledged for, with its key and bytes (lost = 0);
 4. every workload marker appears at most once in the log (duplicates = 0); an unknown outcome is present
    once or absent; a refused one is absent; nothing is in the log that no writer sent;
@@ -182,15 +182,10 @@ def check(backend: Backend, tables: Sequence[WorkloadTable], history: History, *
         marker_at: dict[int, str | None] = {}
         for x in rows:
             ver = x["version"]
-            if x["file_name"] in staged_names:
-                staged = files.read(f"{cdir}/{x['file_name']}")
-            else:  # published with its commit (decision 61): <v>.json is its only file
-                try:
-                    staged = files.read(delta_file(t.location, ver))
-                except FileNotFoundError:
-                    v.append(f"{t.table_id} v{ver}: ratified file {x['file_name']} is missing, and so is "
-                             f"{delta_file_name(ver)}")
-                    continue
+            if x["file_name"] not in staged_names:
+                v.append(f"{t.table_id} v{ver}: its staged file {x['file_name']} is missing")
+                continue
+            staged = files.read(f"{cdir}/{x['file_name']}")
             if hashlib.sha256(staged).hexdigest() != x["content_sha256"]:
                 v.append(f"{t.table_id} v{ver}: ratified file bytes do not match the ratified checksum")
             staged_name = parse_staged_file(x["file_name"])

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.contract.layout import delta_file, staged_file
+from client.contract.layout import staged_file
 
 
 def now_ms() -> int:
@@ -118,18 +118,6 @@ class CommitRow:
             "version": self.version,
             "fileName": self.file_name,
             "path": staged_file(location, commit_dir, self.file_name),
-            "fileSize": self.file_size,
-            "fileModificationTime": self.file_modification_time,
-            "commitTimestamp": self.commit_timestamp,
-        }
-
-    def to_json_published(self, location: str) -> dict[str, Any]:
-        """The commit as answered once published (decision 61): its bytes are read from ``_delta_log/<v>.json``
-        (``path``); ``fileName`` stays the ratified commit's name, as every other answer gives it."""
-        return {
-            "version": self.version,
-            "fileName": self.file_name,
-            "path": delta_file(location, self.version),
             "fileSize": self.file_size,
             "fileModificationTime": self.file_modification_time,
             "commitTimestamp": self.commit_timestamp,

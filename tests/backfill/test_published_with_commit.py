@@ -1,12 +1,11 @@
-"""With ``publish_with_commit``, a commit that its process can publish next is published before it is
-answered, and stages nothing (decision 61).
+"""The design card's shape (decision 65): every ratified commit has its staged file, durable before the answer,
+and ``<v>.json`` is a byte-equal copy of it. With ``publish_with_commit`` (the default), a commit that its process
+can publish next is published before it is answered too (decisions 61, 62).
 
-The real app runs in this process on a real database and storage. The first commit of a table takes the
-staged way (the process does not hold the table's lease yet); once its background run published it, each
-next commit is ratified, written as ``_delta_log/<v>.json`` and answered with that file. Its row keeps the
-bytes until the mark, so a reader in another process, which cannot know the version is published, is handed
-the staged file written from the row. Where the process cannot publish at once (a batch size, a failing
-publication), the commit is staged as before and the answer names the staged file.
+The real app runs in this process on a real database and storage. The first commit of a table is published by
+a background run (the process does not hold the table's lease yet); once it is, each next commit is ratified,
+staged and published as ``_delta_log/<v>.json`` before its answer, which names the staged file. Where the
+process cannot publish at once (a batch size, a failing publication), it is published a moment later.
 """
 
 from __future__ import annotations
@@ -14,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 
 import pytest
 import pytest_asyncio
@@ -55,36 +55,41 @@ async def _first_commit_published(p: InProcess, tid: str, loc: str) -> dict:  # 
     return reply
 
 
+def _inode(p: InProcess, uri: str) -> int:
+    return os.stat(uri.removeprefix("file://")).st_ino
+
+
 @pytest.mark.asyncio(loop_scope="session")
-async def test_the_next_commit_is_answered_with_its_published_file_and_stages_nothing(backend) -> None:  # type: ignore[no-untyped-def]
+async def test_the_next_commit_is_published_before_its_answer_and_keeps_its_staged_file(backend) -> None:  # type: ignore[no-untyped-def]
     a = await _start(backend)
     b = await _start(backend)  # another process on the same database and storage
     try:
         tid, loc = await a.create_table()
         first = await _first_commit_published(a, tid, loc)
         body = ndjson(actions(tag="own-2"))
-        started = time.monotonic()
         status, reply = await a.commit(tid, 2, body)
         assert status == 200, reply
         row_name = db_commit_files(a.backend.database_url, tid)[2]
-        # the answer names the ratified commit as every answer does, and the file to read: its <v>.json
-        assert (reply["version"], reply["fileName"], reply["path"]) == (2, row_name, delta_file(loc, 2))
-        assert a.backend.read(delta_file(loc, 2)) == body, "the answer names a file that is there"
-        assert _staged(a, loc) == [first["fileName"]], "version 2 was published, not staged"
-
-        if time.monotonic() - started < DELAY_MS / 1000 * 0.8:  # (the marks still wait: the window is open)
-            # version 2's ratification carried version 1's mark (decision 62): neither process lists it now;
-            # this process lists version 2 by the file its writer was answered with ...
-            listed = (await a.get_commits(tid))["commits"]
-            assert [(c["version"], c["path"]) for c in listed] == [(2, delta_file(loc, 2))]
-            assert _staged(a, loc) == [first["fileName"]]
-            # ... another process does not: it is handed the staged file, written from the row first
-            listed = (await b.get_commits(tid))["commits"]
-            assert [(c["version"], c["fileName"]) for c in listed] == [(2, row_name)]
-            assert a.backend.read(staged_file(loc, "_commits", row_name)) == body
+        # the answer names the ratified commit and its staged file, which is there; so is <v>.json, its copy
+        assert (reply["version"], reply["fileName"], reply["path"]) == (2, row_name, staged_file(loc, "_commits", row_name))
+        assert a.backend.read(reply["path"]) == body, "the answer names a file that is there"
+        assert a.backend.read(delta_file(loc, 2)) == body, "published before the answer"
+        assert _staged(a, loc) == sorted([first["fileName"], row_name])
+        # both processes list an unrecorded version by its staged file
+        for p in (a, b):
+            listed = (await p.get_commits(tid))["commits"]
+            assert all(c["path"] == staged_file(loc, "_commits", c["fileName"]) for c in listed), listed
+            assert all(a.backend.read(c["path"]) for c in listed)
+        # a keyed retry of a published commit is answered with the same staged file
+        key = str(uuid.uuid4())
+        body3 = ndjson(actions(tag="own-3"))
+        status, third = await a.commit(tid, 3, body3, key=key)
+        assert status == 200, third
+        status, again = await a.commit(tid, 3, body3, key=key)
+        assert status == 200 and again["path"] == third["path"] and a.backend.exists(again["path"]), again
         deadline = time.monotonic() + DELAY_MS / 1000 + 30
         while (await b.get_commits(tid))["commits"]:  # the marks land: nothing is listed as unpublished
-            assert time.monotonic() < deadline, "the mark of version 2 never landed"
+            assert time.monotonic() < deadline, "the mark of version 3 never landed"
             await asyncio.sleep(0.05)
     finally:
         await b.stop()
@@ -92,14 +97,43 @@ async def test_the_next_commit_is_answered_with_its_published_file_and_stages_no
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_without_the_setting_every_commit_is_staged(backend) -> None:  # type: ignore[no-untyped-def]
+async def test_steady_commits_of_the_lease_holder_each_have_their_staged_file_equal_to_their_published_copy(backend) -> None:  # type: ignore[no-untyped-def]
+    """The card's shape at steady state: a process that holds the table's lease publishes each commit with it,
+    and every version still has its ``_commits/<v>.<uuid>.json``, byte-equal to ``<v>.json`` (on local disk a
+    file of its own: a later write into ``_commits/`` cannot change the published log)."""
+    a = await _start(backend)
+    try:
+        tid, loc = await a.create_table()
+        await _first_commit_published(a, tid, loc)
+        replies = {v: await a.commit_ok(tid, v) for v in range(2, 22)}
+        assert a.backfiller.published_through(tid) == 21, "the lease holder published each commit with it"
+        names = db_commit_files(a.backend.database_url, tid)
+        assert set(_staged(a, loc)) == {names[v] for v in range(1, 22)}
+        for v, reply in replies.items():
+            assert reply["fileName"] == names[v] and reply["path"] == staged_file(loc, "_commits", names[v])
+            assert a.backend.read(reply["path"]) == a.backend.read(delta_file(loc, v)), f"version {v}"
+        if a.backend.storage == "local":
+            staged, published = replies[21]["path"], delta_file(loc, 21)
+            assert _inode(a, staged) != _inode(a, published)
+            with open(staged.removeprefix("file://"), "r+b") as f:  # a writer that could write into _commits/
+                f.write(b"garbage")
+            assert a.backend.read(published) != a.backend.read(staged)
+            assert a.backend.read(published).startswith(b"{")
+    finally:
+        await a.stop()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_without_the_setting_a_commit_is_published_after_its_answer(backend) -> None:  # type: ignore[no-untyped-def]
     a = await _start(backend, COMMIT_OWNER_PUBLISH_WITH_COMMIT="false")
     try:
         tid, loc = await a.create_table()
         await _first_commit_published(a, tid, loc)
         reply = await a.commit_ok(tid, 2)
-        assert reply["path"] == staged_file(loc, "_commits", reply["fileName"]), "the default stages every commit"
+        assert reply["path"] == staged_file(loc, "_commits", reply["fileName"])
         assert a.backend.exists(reply["path"])
+        await _until("version 2 published", lambda: a.backend.exists(delta_file(loc, 2)))
+        assert a.backend.read(delta_file(loc, 2)) == a.backend.read(reply["path"])
     finally:
         await a.stop()
 
@@ -147,7 +181,7 @@ async def test_a_commit_refused_after_its_file_was_prepared_leaves_nothing_behin
         tid, loc = await a.create_table()
         await _first_commit_published(a, tid, loc)
         published = await a.commit_ok(tid, 2)
-        assert published["path"] == delta_file(loc, 2)
+        assert a.backend.exists(published["path"]) and a.backend.exists(delta_file(loc, 2))
         theirs = await b.commit_ok(tid, 3)
         before = a.backend.snapshot(loc), db_commit_files(a.backend.database_url, tid)
         status, reply = await a.commit(tid, 3, ndjson(actions(tag="late")))

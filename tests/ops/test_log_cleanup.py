@@ -255,7 +255,7 @@ def test_sigkill_mid_cleanup_leaves_the_table_readable_and_the_next_pass_finishe
     _age(path, _of_versions(names, range(0, 15)), 40 * DAY)
     expect = _of_versions(names, range(0, 10))
     # TEST ONLY fault injection: deleting <5>.json waits 30 s, so the process is killed in the middle of the
-    # cleanup, with versions 0..4 (and the staged commit of 5, when it has one: decision 61) deleted.
+    # cleanup, with versions 0..4 (and the staged commit of 5) deleted.
     e = {**os.environ, **b.env(), "COMMIT_OWNER_FAULT_INJECTION": f"latency_ms=30000;match=/{delta_file_name(5)}"}
     proc = subprocess.Popen([sys.executable, "-m", "coordinator", "maintain", path], cwd=str(ROOT), env=e,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

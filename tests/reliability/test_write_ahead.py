@@ -111,11 +111,11 @@ def test_a_kill_between_the_ratification_and_the_staged_write_loses_nothing_and_
 
 
 @pytest.mark.parametrize("db,storage", [("postgres", "local"), ("sqlite", "s3")])
-def test_a_kill_before_a_commit_published_itself_loses_nothing_and_no_reader_sees_a_missing_file(
+def test_a_kill_while_a_commit_publishes_itself_loses_nothing_and_its_staged_file_is_there(
     request: pytest.FixtureRequest, db: str, storage: str,
 ) -> None:
-    """Decision 61 (``publish_with_commit``): a commit that its process publishes at once writes no staged file; until ``<v>.json`` is there
-    its row is its only record. The service is killed in that window (the publication of version 2 hangs)."""
+    """Decisions 61, 65 (``publish_with_commit``): a commit that its process publishes before answering has its staged
+    file first. The service is killed while ``<v>.json`` is being written (the publication of version 2 hangs)."""
     backend = make_backend(request, db, storage, f"wal-own-{db}-{storage}")
     (plain,) = start_services(backend, 1)
     (table,) = make_tables(plain, 1)
@@ -143,12 +143,14 @@ def test_a_kill_before_a_commit_published_itself_loses_nothing_and_no_reader_see
         sender.start()
         wait_until(lambda: 2 in db_commit_files(backend.database_url, tid), timeout=30,
                    what="version 2 ratified in the database")
+        name2 = db_commit_files(backend.database_url, tid)[2]
+        wait_until(lambda: backend.exists(staged_file(loc, "_commits", name2)), timeout=30,
+                   what="version 2's staged file, written before its publication")
     finally:
         svc.kill()
     sender.join(30)
-    assert outcome and outcome[0] is not None, "the writer must not have been acknowledged: nothing was written"
-    name2 = db_commit_files(backend.database_url, tid)[2]
-    assert not backend.exists(staged_file(loc, "_commits", name2)), "a commit that publishes itself stages nothing"
+    assert outcome and outcome[0] is not None, "the writer must not have been acknowledged: its publication hung"
+    assert backend.read(staged_file(loc, "_commits", name2)) == data2
     assert not backend.exists(delta_file(loc, 2))
 
     (reader,) = start_services(backend, 1, {"COMMIT_OWNER_BACKFILL": "false"})
@@ -156,7 +158,6 @@ def test_a_kill_before_a_commit_published_itself_loses_nothing_and_no_reader_see
         c = CommitOwnerClient(reader.endpoint, timeout=20, deadline=30)
         listed = c.get_commits(tid)
         assert [(x.version, x.file_name) for x in listed.commits] == [(2, name2)]
-        assert backend.read(staged_file(loc, "_commits", name2)) == data2  # written from the row before the answer
         assert c.commit(tid, 2, data2, idempotency_key=key2).file_name == name2  # the retry hears the outcome
         c.backfill_to_version(tid, 2)
         assert backend.read(delta_file(loc, 2)) == data2
