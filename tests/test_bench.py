@@ -196,7 +196,7 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
     png = tmp_path / "bench.png"
     report = _run(tmp_path, "--database", "sqlite", "--png", str(png), "--workers", "2")
     assert report["service_workers"] == 2 and report["options"]["workers"] == 2
-    for prefix in ("0. physical floor", "1. one table, 1 writer", "2. one table, 16 writers", "3. 8 tables",
+    for prefix in ("0. physical floor", "0. card floor", "1. one table, 1 writer", "2. one table, 16 writers", "3. 8 tables",
                    "4. getCommits during 3", "5. paced", "6. growth probe, after growth"):
         row = _row(report, prefix, "floor" if prefix.startswith("0.") else "owner")
         assert row["ops"] > 0 and row["p50_ms"] > 0, row
@@ -208,13 +208,14 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
         assert report["openRatios"][reader]["checkpoints"] > 0
     assert any(t["target"] == "delta-rs open v30 / v10, checkpoints" for t in report["targets"])
     assert _row(report, "0b. parallel floor, 8 tables", "floor")["ops"] > 0
-    assert len(report["targets"]) == 11 + 2 + 1 and all(isinstance(t["met"], bool) for t in report["targets"])
+    assert _row(report, "0b. parallel card floor, 8 tables", "floor")["ops"] > 0
+    assert len(report["targets"]) == 15 + 2 + 1 and all(isinstance(t["met"], bool) for t in report["targets"])
     ui_pages = [r for r in report["results"] if r["scenario"].startswith("9. UI ")]  # scenario 9, at the grown size
     assert len(ui_pages) == 7 and all(r["ops"] == 3 and r["p50_ms"] > 0 for r in ui_pages), ui_pages
     assert any(t["target"] == "UI page p95 after growth (ms)" and t["measured"] > 0 for t in report["targets"])
-    share = next(t for t in report["targets"] if t["target"] == "8 tables rate / parallel floor rate")
+    share = next(t for t in report["targets"] if t["target"] == "8 tables rate / parallel card floor rate")
     assert share["measured"] == pytest.approx(_row(report, "3. 8 tables")["per_second"]
-                                              / _row(report, "0b. parallel floor", "floor")["per_second"], abs=0.01)
+                                              / _row(report, "0b. parallel card floor", "floor")["per_second"], abs=0.01)
     # Service CPU per ratified commit, tuned and with the settings a user gets by default.
     for prefix, settings in (("3. 8 tables, 8 writers", "tuned"), ("3. 8 tables, 8 writers, default settings", "default")):
         row = next(r for r in report["results"] if r["scenario"] == prefix and r["system"] == "owner")

@@ -5,6 +5,9 @@ and of its folder on local disk; a conditional PUT on S3), then one database tra
 conditional UPDATE of the table row and INSERT of the commit row the owner runs, on the owner's own
 database (a table row of its own). No HTTP, no JSON parsing, no pools, no backfill.
 
+The card floor (``card=True``) is the work the design card itself asks of a commit, in sequence: the staged
+file's durable create, the one ratifying transaction, then ``<v>.json``'s durable create (issue 39, decision 65).
+
 Scenario 0b runs the same work on many tables at once, one thread and one connection per table.
 """
 
@@ -16,7 +19,7 @@ import time
 import uuid
 from typing import Any
 
-from client.contract.layout import COMMITS_DIR, commit_dir_uri, local_path, staged_file_name
+from client.contract.layout import COMMITS_DIR, commit_dir_uri, delta_file_name, local_path, log_dir, staged_file_name
 
 from .env import BenchEnv
 from .load import Clock, commit_body
@@ -45,23 +48,27 @@ def _sql(env: BenchEnv, text: str) -> str:
 
 class FloorTable:
     """One table of the floor: its own table row, commit folder and database connection; ``commit()`` does the
-    unavoidable work of one version and returns (storage seconds, database seconds)."""
+    unavoidable work of one version and returns (storage seconds, database seconds). ``card``: the design card's
+    work, ``<v>.json``'s durable create after the transaction too."""
 
-    def __init__(self, env: BenchEnv) -> None:
-        self.env, self.clock, self.v = env, Clock(), 0  # a clock per table: Clock is not thread-safe
+    def __init__(self, env: BenchEnv, card: bool = False) -> None:
+        self.env, self.clock, self.v, self.card = env, Clock(), 0, card  # a clock per table: not thread-safe
         self.table_id = str(uuid.uuid4())
         location = env.location(f"floor-{self.table_id[:8]}")
         self.db = env.sync_db()
         self.update, self.insert = _sql(env, _UPDATE), _sql(env, _INSERT)
         self.fs = env.s3fs() if env.storage == "s3" else None
-        self.dir_fd = -1
+        self.dir_fd = self.log_fd = -1
         try:
             if self.fs is None:
                 self.folder = local_path(commit_dir_uri(location, COMMITS_DIR))
+                self.log_folder = local_path(log_dir(location))
                 os.makedirs(self.folder, exist_ok=True)
                 self.dir_fd = os.open(self.folder, os.O_RDONLY)
+                self.log_fd = os.open(self.log_folder, os.O_RDONLY)
             else:
                 self.folder = commit_dir_uri(location, COMMITS_DIR)[len("s3://"):]
+                self.log_folder = log_dir(location)[len("s3://"):]
             self.db.execute(_sql(env, _TABLE), (self.table_id, location))
         except BaseException:
             self.close()
@@ -74,16 +81,7 @@ class FloorTable:
         uid = str(uuid.uuid4())
         name = staged_file_name(v, uid)
         s0 = time.perf_counter()
-        if self.fs is None:
-            fd = os.open(f"{self.folder}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-            try:
-                os.write(fd, data)
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-            os.fsync(self.dir_fd)
-        else:
-            self.fs.pipe_file(f"{self.folder}/{name}", data, mode="create")
+        self._create(self.folder, self.dir_fd, name, data)
         s1 = time.perf_counter()
         db = self.db
         db.execute("BEGIN IMMEDIATE" if self.env.database == "sqlite" else "BEGIN")
@@ -92,14 +90,32 @@ class FloorTable:
             raise RuntimeError(f"floor: the conditional update of version {v} matched {cur.rowcount} rows")
         db.execute(self.insert, (self.table_id, v, name, uid, len(data), ts, ts, "0" * 64, ts, None))
         db.execute("COMMIT")
-        return s1 - s0, time.perf_counter() - s1
+        s2 = time.perf_counter()
+        if not self.card:
+            return s1 - s0, s2 - s1
+        self._create(self.log_folder, self.log_fd, delta_file_name(v), data)
+        return s1 - s0 + time.perf_counter() - s2, s2 - s1
+
+    def _create(self, folder: str, dir_fd: int, name: str, data: bytes) -> None:
+        """One durable create: exclusive create, write, fsync of the file and its folder (a conditional PUT on S3)."""
+        if self.fs is None:
+            fd = os.open(f"{folder}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            try:
+                os.write(fd, data)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.fsync(dir_fd)
+        else:
+            self.fs.pipe_file(f"{folder}/{name}", data, mode="create")
 
     def close(self) -> None:
         """Mark the floor's commit rows backfilled, so that /metrics (oldest unbackfilled commit) and the
         backfiller leave them alone in later scenarios."""
-        if self.dir_fd >= 0:
-            os.close(self.dir_fd)
-            self.dir_fd = -1
+        for fd in (self.dir_fd, self.log_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.dir_fd = self.log_fd = -1
         try:
             if self.v:
                 self.db.execute(_sql(self.env, _DONE_COMMITS), (self.clock.next(), self.table_id))
@@ -107,9 +123,9 @@ class FloorTable:
             self.db.close()
 
 
-def run_floor(env: BenchEnv, duration: float, min_ops: int = 20) -> dict[str, Any]:
+def run_floor(env: BenchEnv, duration: float, min_ops: int = 20, *, card: bool = False) -> dict[str, Any]:
     """Sequential floor commits for ``duration`` seconds; returns samples for the whole and each half."""
-    table = FloorTable(env)
+    table = FloorTable(env, card)
     try:
         whole, storage, database = Sample(), Sample(), Sample()
         t_end = time.perf_counter() + duration
@@ -125,7 +141,7 @@ def run_floor(env: BenchEnv, duration: float, min_ops: int = 20) -> dict[str, An
         table.close()
 
 
-def run_parallel_floor(env: BenchEnv, tables: int, duration: float) -> Sample:
+def run_parallel_floor(env: BenchEnv, tables: int, duration: float, *, card: bool = False) -> Sample:
     """Scenario 0b: ``tables`` threads, each doing the floor's work on a table of its own, all at once: the
     machine's own limit for scenario 3 (the file system's and the database's concurrency, no HTTP, no pools).
     File writes, fsyncs and database round trips release the GIL, so the threads overlap where the machine can."""
@@ -133,7 +149,7 @@ def run_parallel_floor(env: BenchEnv, tables: int, duration: float) -> Sample:
     floors: list[FloorTable] = []
     try:
         for _ in range(tables):
-            floors.append(FloorTable(env))
+            floors.append(FloorTable(env, card))
         sample = Sample()
         start = threading.Barrier(tables + 1)
         errors: list[BaseException] = []
