@@ -209,7 +209,8 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
     assert any(t["target"] == "delta-rs open v30 / v10, checkpoints" for t in report["targets"])
     assert _row(report, "0b. parallel floor, 8 tables", "floor")["ops"] > 0
     assert _row(report, "0b. parallel card floor, 8 tables", "floor")["ops"] > 0
-    assert len(report["targets"]) == 15 + 2 + 1 and all(isinstance(t["met"], bool) for t in report["targets"])
+    assert _row(report, "2n. one table, 16 writers without tickets")["ops"] > 0
+    assert len(report["targets"]) == 17 + 2 + 1 and all(isinstance(t["met"], bool) for t in report["targets"])
     ui_pages = [r for r in report["results"] if r["scenario"].startswith("9. UI ")]  # scenario 9, at the grown size
     assert len(ui_pages) == 7 and all(r["ops"] == 3 and r["p50_ms"] > 0 for r in ui_pages), ui_pages
     assert any(t["target"] == "UI page p95 after growth (ms)" and t["measured"] > 0 for t in report["targets"])

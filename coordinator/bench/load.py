@@ -73,15 +73,18 @@ def rebased(version: int, err: dict[str, Any], known: int) -> int:
 
 class Writer:
     """One closed-loop writer's own connection and its ticket in the table's line (its own token until a 409
-    hands it another)."""
+    hands it another). ``tickets=False``: a naive writer, as Sail, DuckDB and delta-spark are, which sends no
+    ticket and waits as the client's backoff says for a writer without one."""
 
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, tickets: bool = True) -> None:
         self.http = RawHttp(endpoint)
         self.header = b""
+        self.tickets = tickets
         self.take(RetrySlot(uuid.uuid4().hex, 0, 0))
 
     def take(self, slot: RetrySlot) -> None:
-        self.header = b"Commit-Slot: " + slot.ticket.encode() + b"\r\n"
+        if self.tickets:
+            self.header = b"Commit-Slot: " + slot.ticket.encode() + b"\r\n"
 
 
 class Driver:
@@ -140,7 +143,7 @@ class Driver:
                 sample.conflicts += 1
                 known = rebased(v, err, known)
                 losses += 1
-                slot = RetrySlot.from_json(err.get("retrySlot")) if writer else None
+                slot = RetrySlot.from_json(err.get("retrySlot")) if writer and writer.tickets else None
                 if slot is not None and writer is not None:
                     writer.take(slot)
                 await asyncio.sleep(conflict_wait(losses, slot))
@@ -186,8 +189,9 @@ class Driver:
 
 
 async def run_writers(driver: Driver, tables: list[str], writers_per_table: int, duration: float,
-                      start_versions: dict[str, int]) -> tuple[Sample, dict[str, int]]:
-    """Closed-loop writers for ``duration`` seconds; returns the sample and the acknowledged count per table."""
+                      start_versions: dict[str, int], *, tickets: bool = True) -> tuple[Sample, dict[str, int]]:
+    """Closed-loop writers for ``duration`` seconds; returns the sample and the acknowledged count per table.
+    ``tickets=False``: racing writers send no ticket (naive clients)."""
     sample = Sample()
     acked = {t: 0 for t in tables}
     t0 = time.perf_counter()
@@ -196,7 +200,7 @@ async def run_writers(driver: Driver, tables: list[str], writers_per_table: int,
     async def one(table: str, writer: int) -> None:
         known = start_versions[table]
         # Writers racing on a table each keep a connection and a ticket; a table's only writer races nobody.
-        own = Writer(driver.endpoint) if writers_per_table > 1 else None
+        own = Writer(driver.endpoint, tickets) if writers_per_table > 1 else None
         try:
             while time.perf_counter() < stop_at:
                 before = sample.count

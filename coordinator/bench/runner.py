@@ -108,7 +108,7 @@ class Bench:
         return ids
 
     async def _owner_writers(self, scenario: str, tables: list[str], per_table: int, readers: int = 0,
-                             suffix: str = "") -> None:
+                             suffix: str = "", tickets: bool = True) -> None:
         assert self.env is not None
         async with Driver(self.env.endpoint) as d:
             before = parse_counters(await d.metrics_text())
@@ -119,11 +119,13 @@ class Bench:
                 if readers:
                     done = asyncio.Event()
                     rtask = asyncio.ensure_future(run_readers(d, tables, readers, done.is_set))
-                    sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts)
+                    sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts,
+                                                      tickets=tickets)
                     done.set()
                     rsample = await rtask
                 else:
-                    sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts)
+                    sample, acked = await run_writers(d, tables, per_table, self.opts.duration, starts,
+                                                      tickets=tickets)
             counts = per_commit(before, parse_counters(await d.metrics_text()))
             cpu_figures = cpu.figures(sample.count, d.requests - sent)
             for t, n in acked.items():
@@ -287,6 +289,9 @@ class Bench:
             if o.wants(2):
                 for w in o.contention:
                     asyncio.run(self._owner_writers(f"2. one table, {w} writers", self._new_tables(1), w))
+                # naive clients (Sail, DuckDB, delta-spark): no ticket in the table's line (issue 39)
+                asyncio.run(self._owner_writers("2n. one table, 16 writers without tickets", self._new_tables(1), 16,
+                                                tickets=False))
             if o.wants(3):
                 asyncio.run(self._owner_writers(f"3. {o.tables} tables, {o.tables} writers", self._new_tables(o.tables),
                                                 1, readers=o.readers))
@@ -424,6 +429,14 @@ def targets(results: list[dict[str, Any]], before: dict[str, Any] | None, after:
     add("16 writers Jain's fairness index", w16 and (w16.get("fairness") or {}).get("jain"), ">=", 0.9,
         "scenario 2 (16 writers): (sum of commits per writer)^2 / (writers x sum of squares)")
     add("16 writers p99 (ms)", w16 and w16["p99_ms"], "<", 250.0, "scenario 2 (16 writers) commit p99")
+    naive = _find(results, "2n. one table, 16 writers without tickets", "owner")
+    add("16 writers without tickets rate / 1 writer rate",
+        _ratio(naive and naive["per_second"], one and one["per_second"]), ">=", 0.5,
+        "scenario 2n (16 racing writers that send no ticket) commits/s over scenario 1 commits/s")
+    shares = (naive or {}).get("fairness") or {}
+    add("16 writers without tickets: smallest share / fair share",
+        shares.get("min_share") and round(shares["min_share"] * shares["writers"], 3), ">=", 0.25,
+        "scenario 2n: none starved (the writer with the fewest commits had at least a quarter of a fair share)")
     many = _find(results, f"3. {o.tables} tables", "owner")
     drs = _find(results, f"3. {o.tables} tables", "delta-rs")
     add(f"{o.tables} tables rate / delta-rs rate", _ratio(many and many["per_second"], drs and drs["per_second"]),
