@@ -153,7 +153,7 @@ async def _read(storage: StorageRouter, uri: str, missing: str | None = None) ->
 async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: TableRow, from_version: int) -> list[int]:
     """Re-publish already-backfilled versions >= ``from_version`` whose ``<v>.json`` went missing.
 
-    Uses the kept commit rows and their staged files (every ratified commit has one, decision 65); stops at the
+    Uses the kept commit rows and their staged files (every ratified commit has one, decision 67); stops at the
     first version that is present. A version whose staged file was cleaned up too is reported, not repaired.
     Returns the versions re-published.
     """

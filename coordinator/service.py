@@ -456,7 +456,7 @@ class CommitService:
 
     async def _ratify_owner_written(self, place: TablePlace, table_id: str, version: int, data: bytes, uid: str,
                                     sha: str, commit_timestamp: int, releases: bool) -> tuple[CommitRow, bool]:
-        """The design card's shape (decision 65): the staged file is written while the ratifying transaction
+        """The design card's shape (decision 67): the staged file is written while the ratifying transaction
         runs, and the transaction keeps the bytes in the row (the database as the write-ahead log, decision 43).
         The staged file is durable before the answer. When this process publishes the table's commits as they
         come and this is the next one, ``<v>.json`` (a copy of the staged bytes, its write prepared meanwhile)

@@ -100,7 +100,7 @@ class Settings:
     publish_with_commit: bool = setting(
         True,
         "Publish an /api/v1 commit as _delta_log/<v>.json (a copy of its staged file) before answering it, when "
-        "this process can publish it next (decisions 61, 62, 65): every Delta reader sees the version when its "
+        "this process can publish it next (decisions 61, 62, 67): every Delta reader sees the version when its "
         "writer does; off: it is published a moment after its answer. Every commit has its staged file either way.",
         parse=_bool)
     max_unbackfilled_commits: int = setting(

@@ -3,7 +3,7 @@
 Per table, from the ownership store (rows read straight from the database) and the log storage:
 
 1. ratified versions are exactly base+1 .. latest, contiguous, one row (one file) each;
-2. every ratified version has its bytes (the row's checksum) in its staged file (decision 65: the design
+2. every ratified version has its bytes (the row's checksum) in its staged file (decision 67: the design
    card's shape; ``<v>.json`` never stands in for it);
 3. every acknowledged commit is at the version it was acknowledged for, with its key and bytes (lost = 0);
 4. every workload marker appears at most once in the log (duplicates = 0); an unknown outcome is present

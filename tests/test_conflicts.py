@@ -56,7 +56,7 @@ async def test_the_loser_of_a_race_is_told_exactly_the_commits_it_has_not_seen(i
     status, behind = await s.commit(table_id, 1, ndjson(actions()))  # a writer that never saw version 1
     assert status == 409, behind
     assert unseen(behind) == ([1, 2, 3], [first[0]["fileName"], first[1]["fileName"], winner["fileName"]], True, 3)
-    # as each was answered, by its staged file (decision 65)
+    # as each was answered, by its staged file (decision 67)
     told = behind["error"]["unseenCommits"]
     assert told == [*first, winner]
     for c in told:

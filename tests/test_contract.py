@@ -214,7 +214,7 @@ def test_concurrent_writers_lose_nothing_and_duplicate_nothing(service: Service)
     for v, [(_w, body)] in results.items():
         assert service.backend.read(delta_file(loc, v)) == body
     # at most one staged file per version, each the one the database names (every losing attempt's file was
-    # removed); every version has its own (decision 65), and every version is published
+    # removed); every version has its own (decision 67), and every version is published
     staged = service.backend.list(f"{loc}/_delta_log/_commits")
     versions = sorted(int(n.split(".")[0]) for n in staged)
     assert versions == list(range(1, total + 1))

@@ -71,5 +71,5 @@ async def test_racing_writers_leave_one_file_per_version_and_no_orphans(inproc: 
     assert sorted(v for v, _ in acked) == list(range(1, 73))
     assert await asyncio.to_thread(db_commit_files, s.backend.database_url, table_id) == dict(acked)
     staged = await asyncio.to_thread(s.backend.list, f"{loc}/_delta_log/_commits")
-    # every loser's file was removed; every ratified commit has its own (decision 65)
+    # every loser's file was removed; every ratified commit has its own (decision 67)
     assert set(staged) == {name for _, name in acked}

@@ -6,7 +6,7 @@ conditional UPDATE of the table row and INSERT of the commit row the owner runs,
 database (a table row of its own). No HTTP, no JSON parsing, no pools, no backfill.
 
 The card floor (``card=True``) is the work the design card itself asks of a commit, in sequence: the staged
-file's durable create, the one ratifying transaction, then ``<v>.json``'s durable create (issue 39, decision 65).
+file's durable create, the one ratifying transaction, then ``<v>.json``'s durable create (issue 39, decision 67).
 
 Scenario 0b runs the same work on many tables at once, one thread and one connection per table.
 """

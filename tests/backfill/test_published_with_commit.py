@@ -1,4 +1,4 @@
-"""The design card's shape (decision 65): every ratified commit has its staged file, durable before the answer,
+"""The design card's shape (decision 67): every ratified commit has its staged file, durable before the answer,
 and ``<v>.json`` is a byte-equal copy of it. With ``publish_with_commit`` (the default), a commit that its process
 can publish next is published before it is answered too (decisions 61, 62).
 

@@ -92,7 +92,7 @@ def test_janitor_removes_only_old_orphans_of_decided_versions_on_local_disk(requ
         rep = _janitor(backend)
         assert sorted(f.rsplit("/", 1)[1] for f in rep["removedFiles"]) == sorted([young_decided, undecided])
         staged = set(backend.list(staged_dir))
-        # its file: the staged one, named by the answer (decision 65)
+        # its file: the staged one, named by the answer (decision 67)
         assert got.file_name in staged and got.path == f"{staged_dir}/{got.file_name}"
         c.backfill_to_version(table_id, 4)
         for row in db_rows(backend.database_url, table_id)[1]:
