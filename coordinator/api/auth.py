@@ -81,17 +81,38 @@ async def tokens_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def authenticate(request: web.Request, *, cookie: str | None = None) -> Principal:
-    """The principal of the request's bearer token: from the Authorization header, or, when ``cookie`` names
-    one (the browser UI's session) and no header is sent, from that cookie. Raises UnauthenticatedError."""
-    header = request.headers.get("Authorization", "")
-    if not header and cookie is not None and request.cookies.get(cookie):
-        return await principal_of(request.app, request.cookies[cookie])
-    if not header:
+    """The principal of the request's one credential: the bearer token of its Authorization header or, when
+    ``cookie`` names one (the browser UI's session), of that cookie. Raises UnauthenticatedError.
+
+    A request carries exactly one credential. Two Authorization headers, two credentials in one, a header beside
+    the session cookie or the cookie twice are refused, whichever tokens they hold: which of them would count
+    is a guess a proxy, a framework and this owner may each make differently, so the owner makes none."""
+    headers = request.headers.getall("Authorization", [])
+    cookies = _session_cookies(request, cookie) if cookie is not None else []
+    if len(headers) + len(cookies) > 1:
+        raise UnauthenticatedError("send one credential: a single Authorization header reading Bearer <token> "
+                                   "(or, in the browser UI, the session cookie alone)")
+    if cookies:
+        return await principal_of(request.app, cookies[0])
+    if not headers:
         raise UnauthenticatedError("authentication required: send Authorization: Bearer <token>")
-    scheme, _, credential = header.strip().partition(" ")
-    if scheme.lower() != "bearer" or not credential.strip():
-        raise UnauthenticatedError("the Authorization header must read: Bearer <token>")
-    return await principal_of(request.app, credential)
+    words = headers[0].split()
+    if len(words) != 2 or words[0].lower() != "bearer" or "," in words[1]:
+        raise UnauthenticatedError("the Authorization header must read: Bearer <token> (one token)")
+    return await principal_of(request.app, words[1])
+
+
+def _session_cookies(request: web.Request, name: str) -> list[str]:
+    """Every non-empty value of the cookie ``name`` the request sends, over all its Cookie headers (aiohttp's
+    ``request.cookies`` keeps one of them, which hides a second)."""
+    values = []
+    for header in request.headers.getall("Cookie", []):
+        for pair in header.split(";"):
+            key, _, value = pair.strip().partition("=")
+            value = value.strip().strip('"')
+            if key == name and value:
+                values.append(value)
+    return values
 
 
 async def principal_of(app: web.Application, credential: str) -> Principal:

