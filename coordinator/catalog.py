@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from client.contract.delta_log import TABLE_ID_PROPERTY
@@ -26,7 +27,7 @@ from client.contract.layout import STAGED_COMMITS_DIR, normalize_location
 from .columns import columns_of_metadata, properties_of_metadata
 from .service import CommitService
 from .store import TableRow, now_ms
-from .store.names import NameStore
+from .store.names import NameStore, missing_table
 from .store.rows import EXTERNAL, MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow
 
 log = logging.getLogger("commit_owner.catalog")
@@ -187,17 +188,18 @@ class Catalog:
         staging = await self.reserve(named.catalog_name, named.schema_name, named.name)
         return await self.create_table(named, staging.location)
 
-    async def named(self, catalog: str, schema: str, name: str) -> tuple[TableRow, NameRow]:
-        """Raises TableNotFoundError."""
+    async def named(self, catalog: str, schema: str, name: str, *,
+                    visible: Callable[[str], bool] | None = None) -> tuple[TableRow, NameRow]:
+        """The table of a name. ``visible``: whether the caller may see a table at a location (None: every
+        table); a table it may not see is answered exactly as a name that names no table, so that a name cannot
+        be confirmed by guessing. Raises TableNotFoundError."""
         try:
             table, row = await self.names.get_named(catalog, schema, name)
+            if visible is not None and not visible(table.location):
+                raise missing_table(catalog, schema, name)
         except NotFoundError as e:
             raise TableNotFoundError(e.message) from None
         return table, await self._with_log_columns(table, row)
-
-    async def named_by_full_name(self, full_name: str) -> tuple[TableRow, NameRow]:
-        catalog, schema, name = split_full_name(full_name, 3)
-        return await self.named(catalog, schema, name)
 
     async def list_tables(self, catalog: str, schema: str, after: str | None,
                           limit: int) -> list[tuple[TableRow, NameRow]]:

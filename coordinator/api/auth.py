@@ -14,6 +14,7 @@ tables the token may read.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -25,10 +26,12 @@ from client.contract.errors import InvalidArgumentError, PermissionDeniedError, 
 from client.contract.layout import local_path, normalize_location
 from coordinator.security.tokens import Principal, secret_matches, split_token
 
+from ..catalog import check_name, split_full_name
 from ..settings import Settings
+from ..store.rows import NameRow, TableRow
 from ..store.tokens import TokenStore
 from .errors import api_of, error_response, json_body
-from .keys import OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
+from .keys import CATALOG, NAMED, OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
 from .parse import parse_uuid
 from .routes import ROUTE_TABLE, Handler, Locate, Permission, Route
 
@@ -138,11 +141,33 @@ async def _register_location(request: web.Request) -> list[str]:
     return [normalize_location(loc)]
 
 
-async def _locations(request: web.Request, route: Route) -> list[str] | None:
+async def named_table(request: web.Request) -> tuple[TableRow, NameRow]:
+    """The table the path of a ``Locate.NAME`` route names. The auth middleware found it, and judged the token's
+    permission on it, before the handler ran; with ``--auth none`` it is looked up here."""
+    hit = request.get(NAMED)
+    return hit if hit is not None else await _named(request, None)
+
+
+async def _named(request: web.Request, principal: Principal | None) -> tuple[TableRow, NameRow]:
+    """The table the path names, as the token sees it: a table it may not read (it holds no scope over its
+    location) is answered exactly as a name that names no table. Raises TableNotFoundError."""
+    m = request.match_info
+    if "full_name" in m:
+        catalog, schema, name = split_full_name(m["full_name"], 3)
+    else:
+        catalog, schema, name = (check_name(m[part], part) for part in ("catalog", "schema", "table"))
+    visible = None if principal is None else functools.partial(principal.may, "read")
+    return await request.app[CATALOG].named(catalog, schema, name, visible=visible)
+
+
+async def _locations(request: web.Request, route: Route, principal: Principal) -> list[str] | None:
     """The locations a request acts on (None: a listing, filtered afterwards)."""
     if route.locate is Locate.TABLE_ID:
         table_id = parse_uuid(request.match_info["table_id"], "table id")
         return [(await request.app[SERVICE].place(table_id)).location]
+    if route.locate is Locate.NAME:
+        request[NAMED] = await _named(request, principal)
+        return [request[NAMED][0].location]
     if route.locate is Locate.BODY:
         return await _register_location(request)
     location = request.query.get("location")  # Locate.QUERY, and Locate.HANDLER before its handler's check
@@ -184,7 +209,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if not principal.may(action):
         raise _denied(principal, action)
     assert route is not None  # (a scoped permission is a route's)
-    locations = await _locations(request, route)
+    locations = await _locations(request, route, principal)
     if locations is None:
         visible: Callable[[str], bool] = lambda loc: principal.may(action, loc)  # noqa: E731
         request[VISIBLE] = visible

@@ -121,3 +121,60 @@ def test_the_ui_takes_the_session_cookie_alone_never_beside_a_header_or_twice(pr
                     [("Cookie", f"commit_owner_ui_token={p.t_a}"), ("Cookie", f"commit_owner_ui_token={p.admin}")]):
         status, raw, _ = p.send("GET", page, headers)
         assert status == 401, (headers, raw[:300])
+
+
+# -- 2. a name the token may not see is a name that does not exist ------------------------------------------
+
+
+def _by_name(p: Probe, name: str) -> list[tuple[str, str, Any]]:
+    """Every request that names table ``c.b.<name>``, on the Delta REST Catalog API and Unity Catalog's."""
+    path = f"/catalogs/{p.tb.catalog}/schemas/b/tables/{name}"
+    update = {"requirements": [{"type": "assert-table-uuid", "uuid": p.tb.table_id}],
+              "updates": [{"action": "set-table-comment", "comment": "probed"}]}
+    return [("GET", V1 + path, None), ("HEAD", V1 + path, None), ("POST", V1 + path, update),
+            ("POST", f"{V1}{path}/metrics", {"table-id": p.tb.table_id, "report": {}}),
+            ("GET", f"{V1}{path}/credentials?operation=READ", None), ("DELETE", V1 + path, None),
+            ("POST", f"{V1}{path}/rename", {"new-name": "renamed"}),
+            ("GET", f"{UC}/tables/{p.tb.catalog}.b.{name}", None), ("DELETE", f"{UC}/tables/{p.tb.catalog}.b.{name}", None)]
+
+
+def _answer(p: Probe, token: str, method: str, path: str, body: Any) -> tuple[int, bytes]:
+    status, raw, _ = p.send(method, path, [bearer(token)], None if body is None else json.dumps(body).encode())
+    return status, raw
+
+
+def test_a_table_name_the_token_may_not_see_is_answered_exactly_as_a_name_that_does_not_exist(probe: Probe) -> None:
+    p = probe
+    before = p.picture()
+    for (method, path, body), (_, missing, _) in zip(_by_name(p, "tb"), _by_name(p, "nosuch"), strict=True):
+        hidden = _answer(p, p.t_a, method, path, body)
+        absent = _answer(p, p.t_a, method, missing, body)
+        assert hidden == (absent[0], absent[1].replace(b".nosuch ", b".tb ")), (method, path)
+        # 404 where t_a holds the route's action on some table; dropping and renaming need admin, which it
+        # holds nowhere: refused before any name is looked up, for both names alike
+        assert hidden[0] == (403 if method == "DELETE" or path.endswith("/rename") else 404), (method, path, hidden)
+    # the UI: its lists hide schema b and tb from t_a; its pages and its search answer the same
+    for hidden_path, missing_path in [(f"/ui/catalogs/{p.tb.catalog}/schemas/b", f"/ui/catalogs/{p.tb.catalog}/schemas/nosuch"),
+                                      (f"/ui/tables?q={p.tb.full_name}", f"/ui/tables?q={p.tb.catalog}.b.nosuch")]:
+        hidden = _answer(p, p.t_a, "GET", hidden_path, None)
+        absent = _answer(p, p.t_a, "GET", missing_path, None)
+        assert hidden[0] == absent[0] and hidden[1].count(b"<tr data-table-id") == 0, hidden_path
+    assert _answer(p, p.t_a, "GET", f"/ui/catalogs/{p.tb.catalog}/schemas/b", None)[0] == 404
+    # /api/v1 looks a table up by location: a location outside the token's scope is refused unlooked-up
+    hidden = _answer(p, p.t_a, "GET", f"/api/v1/tables?location={p.tb.location}", None)
+    absent = _answer(p, p.t_a, "GET", f"/api/v1/tables?location={p.tb.location}-nosuch", None)
+    assert hidden == absent and hidden[0] == 403
+    assert p.picture() == before
+
+
+def test_a_table_the_token_sees_but_may_not_change_is_forbidden(probe: Probe) -> None:
+    p = probe
+    before = p.picture()
+    assert _answer(p, p.r_b, "GET", V1 + p.tb.path, None)[0] == 200
+    for method, path, body in _by_name(p, "tb"):
+        if method in ("GET", "HEAD"):
+            continue
+        status, raw = _answer(p, p.r_b, method, path, body)
+        assert status == 403, (method, path, raw[:300])
+    assert _answer(p, p.r_b, "GET", f"{V1}{p.tb.path}/credentials?operation=READ_WRITE", None)[0] == 403
+    assert p.picture() == before

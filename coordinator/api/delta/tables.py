@@ -20,8 +20,8 @@ from client.contract.layout import normalize_location
 
 from ...catalog import EXTERNAL, MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
 from ...columns import partition_columns_of, to_columns, with_partitions
-from ...store.rows import NameRow, TableRow
-from ..auth import require
+from ...store.rows import NameRow
+from ..auth import named_table, require
 from ..errors import json_body, json_response, only_params
 from ..keys import CATALOG, METRICS, SERVICE, TABLE_ID, VERSION
 from ..parse import int_field, parse_uuid, str_field
@@ -51,14 +51,6 @@ def _schema(request: web.Request) -> tuple[str, str]:
     """The path's catalog and schema (bare names)."""
     m = request.match_info
     return check_name(m["catalog"], "catalog"), check_name(m["schema"], "schema")
-
-
-async def named_table(request: web.Request, action: str) -> tuple[TableRow, NameRow]:
-    """The table the path names, once the request's token may ``action`` on its location."""
-    catalog, schema = _schema(request)
-    row, name = await request.app[CATALOG].named(catalog, schema, check_name(request.match_info["table"], "table"))
-    require(request, action, row.location)
-    return row, name
 
 
 async def _load(request: web.Request, table_id: str, name: NameRow | None = None) -> dict[str, Any]:
@@ -138,7 +130,7 @@ async def create_table(request: web.Request) -> web.Response:
 
 async def load_table(request: web.Request) -> web.StreamResponse:
     only_params(request, set())
-    table, name = await named_table(request, "read")
+    table, name = await named_table(request)
     if request.method == "HEAD":  # tableExists
         return web.Response(status=204)
     return json_response(await _load(request, table.table_id, name))
@@ -146,7 +138,7 @@ async def load_table(request: web.Request) -> web.StreamResponse:
 
 async def delete_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    table, _ = await named_table(request, "admin")
+    table, _ = await named_table(request)
     await request.app[CATALOG].drop(table)
     return web.Response(status=204)
 
@@ -155,7 +147,7 @@ async def rename_table(request: web.Request) -> web.Response:
     only_params(request, set())
     body = await json_body(request, {"new-name"})
     new = check_name(body.get("new-name"), "new-name")
-    table, _ = await named_table(request, "admin")
+    table, _ = await named_table(request)
     await request.app[CATALOG].rename(table, new)
     return web.Response(status=204)
 
@@ -165,7 +157,7 @@ async def report_metrics(request: web.Request) -> web.Response:
     only_params(request, set())
     body = await json_body(request, {"table-id", "report"})
     table_id = parse_uuid(body.get("table-id"), "table-id")
-    table, _ = await named_table(request, "commit")
+    table, _ = await named_table(request)
     if table_id != table.table_id:
         raise InvalidArgumentError(f"table-id {table_id} is not the id of the table the path names")
     report = body.get("report")
@@ -266,7 +258,7 @@ async def update_table(request: web.Request) -> web.Response:
     the metadata. A version already taken answers 409 whatever else the request carries."""
     only_params(request, set())
     update = _parse_update(await json_body(request, {"requirements", "updates"}))
-    table, name = await named_table(request, "commit")
+    table, name = await named_table(request)
     request[TABLE_ID] = table.table_id  # (the access log's)
     if update.uuid != table.table_id:
         raise TableChangedError(f"assert-table-uuid failed: the table is {table.table_id}, not {update.uuid}")

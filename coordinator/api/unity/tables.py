@@ -8,7 +8,7 @@ from client.contract.errors import InvalidArgumentError
 from client.contract.layout import normalize_location
 
 from ...catalog import MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
-from ..auth import require
+from ..auth import named_table, require
 from ..errors import json_body, json_response, only_params
 from ..keys import CATALOG, VISIBLE
 from .names import page
@@ -68,8 +68,7 @@ async def get_table(request: web.Request) -> web.Response:
     full_name = request.match_info["full_name"]
     if request.query.get("full_name", full_name) != full_name:
         raise InvalidArgumentError("the full_name query parameter names another table than the path")
-    table, name = await request.app[CATALOG].named_by_full_name(full_name)
-    require(request, "read", table.location)
+    table, name = await named_table(request)
     return json_response(table_json(table, name))
 
 
@@ -85,8 +84,6 @@ async def list_tables(request: web.Request) -> web.Response:
 
 async def delete_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    catalog = request.app[CATALOG]
-    table, _ = await catalog.named_by_full_name(request.match_info["full_name"])
-    require(request, "admin", table.location)
-    await catalog.drop(table)
+    table, _ = await named_table(request)
+    await request.app[CATALOG].drop(table)
     return json_response({})
