@@ -1,12 +1,15 @@
 """Authentication and authorization of the HTTP API.
 
 ``--auth tokens``: every request except the public routes (the probes and the OpenAPI document) needs
-``Authorization: Bearer <token>``. Missing, malformed, unknown or revoked -> 401 UNAUTHENTICATED; a
-valid token whose scopes do not grant the route's permission on the table's location -> 403
-PERMISSION_DENIED. Each route's permission and where its location comes from (``Locate``: the table row,
-the JSON body of a registration, the ``location`` query parameter, or the handler) are fields of its
-``Route`` (routes.py); a request no route matched gets 404/405 once authenticated. Listing shows only the
-tables the token may read.
+``Authorization: Bearer <token>``, one credential (``authenticate``). Missing, malformed, unknown, revoked or
+more than one -> 401 UNAUTHENTICATED; a valid token whose scopes do not grant the route's permission on the
+table's location -> 403 PERMISSION_DENIED. Each route's permission and where its location comes from
+(``Locate``: the table of the path's id or name, the table of the request's ``table_id``, the JSON body of a
+registration, the ``location`` query parameter, or the handler) are fields of its ``Route`` (routes.py); a
+request no route matched gets 404/405 once authenticated. The permission is judged before anything else of
+the request: the middleware reads only what locates the table, the handler judges the rest. Listing shows
+only the tables the token may read, and a table named by a name the token may not read is answered as a
+name that names no table (``_named``); a table named by its id is 403 (an id is not guessed: it is given).
 
 ``--auth none`` serves everyone and is refused on a non-loopback address unless
 ``--allow-insecure-no-auth`` is given.
@@ -30,7 +33,7 @@ from ..catalog import check_name, split_full_name
 from ..settings import Settings
 from ..store.rows import NameRow, TableRow
 from ..store.tokens import TokenStore
-from .errors import api_of, error_response, json_body
+from .errors import api_of, error_response, json_object
 from .keys import CATALOG, NAMED, OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
 from .parse import parse_uuid
 from .routes import ROUTE_TABLE, Handler, Locate, Permission, Route
@@ -38,9 +41,6 @@ from .routes import ROUTE_TABLE, Handler, Locate, Permission, Route
 log = logging.getLogger("commit_owner.auth")
 
 TOKENS = web.AppKey("tokens", TokenStore)
-
-REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name", "tableType"}  # the body of registerTable
-
 
 def require(request: web.Request, action: str, location: str, *, on_disk: bool = False) -> None:
     """Raise PermissionDeniedError unless the request's token may ``action`` on ``location`` (a no-op with
@@ -133,8 +133,9 @@ def _denied(principal: Principal, action: str) -> PermissionDeniedError:
 
 
 async def _register_location(request: web.Request) -> list[str]:
-    # The same parser and normaliser as the handler, so both see the same location.
-    body = await json_body(request, REGISTER_FIELDS)
+    # The same parser and normaliser as the handler, so both see the same location; the handler judges the
+    # rest of the body once the permission is granted.
+    body = await json_object(request)
     loc = body.get("location")
     if not isinstance(loc, str):
         raise InvalidArgumentError("location is required and must be a string")
@@ -168,6 +169,10 @@ async def _locations(request: web.Request, route: Route, principal: Principal) -
     if route.locate is Locate.NAME:
         request[NAMED] = await _named(request, principal)
         return [request[NAMED][0].location]
+    if route.locate is Locate.TABLE_ID_FIELD:
+        body = await json_object(request)
+        table_id = parse_uuid(body.get("table_id", request.query.get("table_id")), "table_id")
+        return [(await request.app[SERVICE].place(table_id)).location]
     if route.locate is Locate.BODY:
         return await _register_location(request)
     location = request.query.get("location")  # Locate.QUERY, and Locate.HANDLER before its handler's check

@@ -55,6 +55,9 @@ class Locate(enum.Enum):
     # the table the path names: {catalog}/{schema}/{table}, or a {full_name} under /tables/; a table the token
     # may not read is answered as a name that names no table (the handler gets it from ``auth.named_table``)
     NAME = "name"
+    # the registered table whose id the request's ``table_id`` field gives (the JSON body's, else the query's):
+    # judged on the location the owner registered, never on a location the caller claims beside the id
+    TABLE_ID_FIELD = "table_id_field"
     BODY = "body"  # the JSON body's ``location`` (registration); a local path's real path is checked too
     # the ``location`` query parameter; without one, holding the action anywhere suffices and a listing shows
     # only the tables the token may read

@@ -25,11 +25,12 @@ from tests.unity.conftest import UC, ok, picture
 @dataclass
 class Probe:
     """The probe's world: tables ``c.a.ta`` and ``c.b.tb``, an admin token over ``*``, ``t_a`` (commit on
-    ta's location), ``r_b`` (read on tb's location) and an ops token."""
+    ta's location), ``ta_admin`` (admin there), ``r_b`` (read on tb's location) and an ops token."""
 
     svc: Service
     admin: str
     t_a: str
+    ta_admin: str
     r_b: str
     ops: str
     ta: V1Writer
@@ -68,8 +69,8 @@ def probe(request: pytest.FixtureRequest) -> Iterator[Probe]:
         tb = V1Writer(svc, token=admin, catalog=catalog, schema="b", table="tb")
         ta.create()
         tb.create()
-        yield Probe(svc, admin, store_token(b, f"{ta.location}:commit"), store_token(b, f"{tb.location}:read"),
-                    store_token(b, "*:ops"), ta, tb)
+        yield Probe(svc, admin, store_token(b, f"{ta.location}:commit"), store_token(b, f"{ta.location}:admin"),
+                    store_token(b, f"{tb.location}:read"), store_token(b, "*:ops"), ta, tb)
     finally:
         svc.stop()
 
@@ -178,3 +179,49 @@ def test_a_table_the_token_sees_but_may_not_change_is_forbidden(probe: Probe) ->
         assert status == 403, (method, path, raw[:300])
     assert _answer(p, p.r_b, "GET", f"{V1}{p.tb.path}/credentials?operation=READ_WRITE", None)[0] == 403
     assert p.picture() == before
+
+
+# -- 3. the permission before the body -----------------------------------------------------------------------
+
+BAD_BODIES = {"an unknown field": b'{"bogus": 1}', "not JSON": b"{", "empty": b""}
+
+
+@pytest.mark.parametrize("bad", list(BAD_BODIES))
+def test_the_permission_is_judged_before_the_body_and_the_query(probe: Probe, bad: str) -> None:
+    p = probe
+    raw = BAD_BODIES[bad]
+    before = p.picture()
+    for path in (V1 + p.tb.path, f"{V1}{p.tb.path}/metrics", f"{V1}{p.tb.path}?bogus=1"):
+        # the reader of tb sees it and may not commit to it; t_a may not even see it
+        assert p.send("POST", path, [bearer(p.r_b)], raw)[0] == 403, path
+        assert p.send("POST", path, [bearer(p.t_a)], raw)[0] == 404, path
+    preview = json.dumps({"table_id": p.tb.table_id, "table_uri": p.tb.location, "bogus": 1}).encode()
+    assert p.send("POST", f"{UC}/delta/preview/commits", [bearer(p.r_b)], preview)[0] == 403
+    assert p.send("POST", f"{UC}/temporary-table-credentials", [bearer(p.t_a)],
+                  json.dumps({"table_id": p.tb.table_id, "operation": "NOPE"}).encode())[0] == 403
+    assert p.send("POST", f"/api/v1/tables/{p.tb.table_id}/commits?bogus=1", [bearer(p.r_b)], raw)[0] == 403
+    register = json.dumps({"location": f"{p.tb.location}-next", "bogus": 1}).encode()
+    assert p.send("POST", "/api/v1/tables", [bearer(p.ta_admin)], register)[0] == 403
+    assert p.picture() == before
+
+
+# -- 4. preview commits are judged on the registered location ---------------------------------------------
+
+
+def test_preview_commits_are_judged_on_the_registered_location_never_on_the_callers_table_uri(probe: Probe) -> None:
+    p = probe
+    name = p.ta.stage(1)
+    before = p.picture()
+    for method, body in [("GET", {"table_id": p.tb.table_id, "table_uri": p.ta.location, "start_version": 0}),
+                         ("GET", {"table_id": p.tb.table_id, "table_uri": p.tb.location, "start_version": 0}),
+                         ("POST", {**p.ta.commit_body(1, name), "table_id": p.tb.table_id}),
+                         ("POST", {**p.ta.commit_body(1, name), "table_id": p.tb.table_id, "table_uri": p.tb.location})]:
+        status, raw = _answer(p, p.t_a, method, f"{UC}/delta/preview/commits", body)
+        assert status == 403 and json.loads(raw)["error_code"] == "PERMISSION_DENIED", (method, body, raw)
+    # on its own table, the claim is validated once the permission is granted
+    status, raw = _answer(p, p.t_a, "POST", f"{UC}/delta/preview/commits", p.ta.commit_body(1, name, uri=p.tb.location))
+    assert status == 400 and b"is not the registered location" in raw, raw
+    nosuch = {"table_id": str(uuid.uuid4()), "table_uri": p.ta.location, "start_version": 0}
+    assert _answer(p, p.t_a, "GET", f"{UC}/delta/preview/commits", nosuch)[0] == 404
+    assert p.picture() == before
+

@@ -52,9 +52,9 @@ async def table_credentials(request: web.Request) -> web.Response:
 
 async def staging_credentials(request: web.Request) -> web.Response:
     """READ_WRITE always: the writer writes version 0 of the table it is creating."""
-    only_params(request, set())
     staging = await request.app[CATALOG].staging(parse_uuid(request.match_info["staging_id"], "table id"))
     require(request, "admin", staging.location, on_disk=True)
+    only_params(request, set())
     return json_response(_reply(await issue(request, staging.location, "READ_WRITE", "write", staging.id),
                                 "READ_WRITE"))
 

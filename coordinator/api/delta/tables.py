@@ -22,7 +22,7 @@ from ...catalog import EXTERNAL, MANAGED, TABLE_TYPES, check_comment, check_name
 from ...columns import partition_columns_of, to_columns, with_partitions
 from ...store.rows import NameRow
 from ..auth import named_table, require
-from ..errors import json_body, json_response, only_params
+from ..errors import json_body, json_object, json_response, only_fields, only_params
 from ..keys import CATALOG, METRICS, SERVICE, TABLE_ID, VERSION
 from ..parse import int_field, parse_uuid, str_field
 from ..routes import ROUTE_TABLE
@@ -85,11 +85,11 @@ async def get_config(request: web.Request) -> web.Response:
 
 
 async def create_staging_table(request: web.Request) -> web.Response:
+    catalog = request.app[CATALOG]
+    require(request, "admin", catalog.managed_root() + "/x")
     only_params(request, set())
     body = await json_body(request, {"name"})
     catalog_name, schema = _schema(request)
-    catalog = request.app[CATALOG]
-    require(request, "admin", catalog.managed_root() + "/x")
     row = await catalog.reserve(catalog_name, schema, check_name(body.get("name"), "name"))
     return json_response({
         "table-id": row.id, "table-type": MANAGED, "location": row.location, "storage-credentials": [],
@@ -100,16 +100,17 @@ async def create_staging_table(request: web.Request) -> web.Response:
 
 
 async def create_table(request: web.Request) -> web.Response:
+    body = await json_object(request)
+    location = str_field(body, "location")
+    require(request, "admin", normalize_location(location), on_disk=True)  # type: ignore[arg-type]
     only_params(request, set())
-    body = await json_body(request, CREATE_FIELDS)
+    only_fields(body, CREATE_FIELDS)
     catalog_name, schema = _schema(request)
     if body.get("uniform") is not None:
         raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
-    location = str_field(body, "location")
     table_type = body.get("table-type")
     if table_type not in TABLE_TYPES:
         raise InvalidArgumentError("table-type must be MANAGED or EXTERNAL")
-    require(request, "admin", normalize_location(location), on_disk=True)  # type: ignore[arg-type]
     fields = shapes.check_struct(body.get("columns"))
     partitions = shapes.check_names(body.get("partition-columns"), "partition-columns")
     properties = shapes.without_protocol(check_properties(body.get("properties")))
