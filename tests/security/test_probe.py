@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from tests.conftest import make_backend
-from tests.delta.conftest import V1, V1Writer
+from tests.delta.conftest import PROTOCOL, SCHEMA, V1, V1Writer
 from tests.security.conftest import store_token
-from tests.support import Service
-from tests.unity.conftest import UC, ok, picture
+from tests.support import Service, delta_file, ndjson, next_ict, version0
+from tests.unity.conftest import UC, catalog_managed_version0, ok, picture
 
 
 @dataclass
@@ -225,3 +225,88 @@ def test_preview_commits_are_judged_on_the_registered_location_never_on_the_call
     assert _answer(p, p.t_a, "GET", f"{UC}/delta/preview/commits", nosuch)[0] == 404
     assert p.picture() == before
 
+
+# -- 5. reserved properties --------------------------------------------------------------------------------
+
+
+def _recorded(p: Probe, table_id: str) -> dict[str, str]:
+    """The catalog's record of a table's properties, as the database holds it."""
+    from sqlalchemy import create_engine, select
+
+    from coordinator.store.engine import sync_url
+    from coordinator.store.schema import table_names
+
+    engine = create_engine(sync_url(p.svc.backend.database_url))
+    try:
+        with engine.connect() as conn:
+            return dict(conn.execute(select(table_names.c.properties).where(
+                table_names.c.table_id == table_id)).scalar_one())
+    finally:
+        engine.dispose()
+
+
+def _set(p: Probe, *updates: dict[str, Any]) -> dict[str, Any]:
+    return {"requirements": [{"type": "assert-table-uuid", "uuid": p.ta.table_id}], "updates": list(updates)}
+
+
+def test_reserved_properties_are_refused_on_every_api_and_an_echo_changes_nothing(probe: Probe) -> None:
+    p = probe
+    other = p.tb.table_id
+    refused = [
+        (V1 + p.ta.path, _set(p, {"action": "set-properties", "updates": {"io.unitycatalog.tableId": other}})),
+        (V1 + p.ta.path, _set(p, {"action": "set-properties", "updates": {"ucTableId": other, "team": "a"}})),
+        (V1 + p.ta.path, _set(p, {"action": "remove-properties", "removals": ["io.unitycatalog.tableId"]})),
+        (V1 + p.ta.path, _set(p, {"action": "set-properties", "updates": {"delta.feature.catalogManaged": "no"}})),
+        (V1 + p.ta.path, _set(p, {"action": "set-properties", "updates": {"delta.lastUpdateVersion": "999"}})),
+        (V1 + p.ta.path, _set(p, {"action": "set-properties", "updates": {"delta.clusteringColumns": "[]"}})),
+        (V1 + p.ta.path, _set(p, {"action": "set-properties",
+                                  "updates": {"delta.managedCommit.commitOwner": "someone-else"}})),
+        (f"{UC}/delta/preview/commits",
+         {**p.ta.commit_body(1, p.ta.stage(1)), "metadata": {"properties": {"properties": {
+             "io.unitycatalog.tableId": other}}}}),
+    ]
+    before = p.picture()
+    for path, body in refused:
+        status, raw = _answer(p, p.t_a, "POST", path, body)
+        assert status == 400 and b"reserved" in raw, (path, body, raw)
+    assert p.picture() == before  # no property, no commit, no file
+    # creating: the id is the catalog's to give
+    staging = ok(p.svc, "POST", "/staging-tables", {"name": "tc", "catalog_name": p.ta.catalog, "schema_name": "a"},
+                 p.admin)
+    p.svc.backend.write(delta_file(staging["staging_location"], 0),
+                        ndjson(catalog_managed_version0(staging["id"])))
+    before = p.picture()
+    create = {"name": "tc", "catalog_name": p.ta.catalog, "schema_name": "a", "table_type": "MANAGED",
+              "data_source_format": "DELTA", "storage_location": staging["staging_location"],
+              "properties": {"io.unitycatalog.tableId": other}}
+    status, raw = _answer(p, p.admin, "POST", f"{UC}/tables", create)
+    assert status == 400 and b"reserved" in raw, raw
+    status, raw = _answer(p, p.admin, "POST", f"{V1}/catalogs/{p.ta.catalog}/schemas/a/tables", {
+        "name": "tc", "location": staging["staging_location"], "table-type": "MANAGED", "columns": SCHEMA,
+        "protocol": PROTOCOL, "last-commit-timestamp-ms": next_ict(), "properties": {"delta.lastUpdateVersion": "7"}})
+    assert status == 400 and b"reserved" in raw, raw
+    assert p.picture() == before
+    # repeating what the table holds is no change of it: the record and every answer keep ta's own id
+    status, reply = _answer(p, p.t_a, "POST", V1 + p.ta.path, _set(p, {"action": "set-properties", "updates": {
+        "io.unitycatalog.tableId": p.ta.table_id, "delta.feature.catalogManaged": "supported", "team": "a"}}))
+    assert status == 200, reply
+    assert json.loads(reply)["metadata"]["properties"]["io.unitycatalog.tableId"] == p.ta.table_id
+    assert ok(p.svc, "GET", f"/tables/{p.ta.full_name}", token=p.t_a)["properties"]["team"] == "a"
+    assert _recorded(p, p.ta.table_id).get("io.unitycatalog.tableId", p.ta.table_id) == p.ta.table_id
+
+
+def test_a_logs_table_id_naming_another_table_is_never_recorded(probe: Probe) -> None:
+    """/api/v1: a writer's log is its own, but the catalog's record of the table keeps no other table's id."""
+    p = probe
+    loc = f"{p.ta.location}-v1"
+    c = p.svc.client(token=p.admin, deadline=10)
+    table_id = c.register_table(loc, name=f"{p.ta.catalog}.a.tv").table_id
+    p.svc.backend.write(delta_file(loc, 0), ndjson(version0()))
+    metadata = version0()[2]
+    metadata["metaData"]["configuration"]["io.unitycatalog.tableId"] = p.tb.table_id
+    c.commit(table_id, 1, [{"commitInfo": {"inCommitTimestamp": next_ict(), "operation": "SET TBLPROPERTIES"}},
+                           metadata])
+    answered = ok(p.svc, "GET", f"/tables/{p.ta.catalog}.a.tv", token=p.admin)
+    assert answered["properties"]["io.unitycatalog.tableId"] == table_id
+    assert "io.unitycatalog.tableId" not in _recorded(p, table_id)
+    assert answered["properties"]["delta.managedCommit.commitOwner"] == "commit-owner"

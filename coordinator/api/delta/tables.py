@@ -18,7 +18,17 @@ from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.errors import InvalidArgumentError, TableChangedError, TableNotFoundError
 from client.contract.layout import normalize_location
 
-from ...catalog import EXTERNAL, MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
+from ...catalog import (
+    EXTERNAL,
+    MANAGED,
+    TABLE_TYPES,
+    check_comment,
+    check_name,
+    check_properties,
+    check_reserved,
+    held_properties,
+    new_name,
+)
 from ...columns import partition_columns_of, to_columns, with_partitions
 from ...store.rows import NameRow
 from ..auth import named_table, require
@@ -113,12 +123,14 @@ async def create_table(request: web.Request) -> web.Response:
         raise InvalidArgumentError("table-type must be MANAGED or EXTERNAL")
     fields = shapes.check_struct(body.get("columns"))
     partitions = shapes.check_names(body.get("partition-columns"), "partition-columns")
-    properties = shapes.without_protocol(check_properties(body.get("properties")))
-    properties.update(shapes.protocol_properties(body.get("protocol")))
+    given = check_properties(body.get("properties"))
+    derived = shapes.protocol_properties(body.get("protocol"))
     if body.get("domain-metadata") is not None:
-        properties.update(shapes.domain_properties(body.get("domain-metadata")))
+        derived.update(shapes.domain_properties(body.get("domain-metadata")))
     ts = int_field(body, "last-commit-timestamp-ms", required=True, minimum=0)
-    properties.update({shapes.LAST_UPDATE_VERSION: "0", shapes.LAST_COMMIT_TIMESTAMP: str(ts)})
+    derived.update({shapes.LAST_UPDATE_VERSION: "0", shapes.LAST_COMMIT_TIMESTAMP: str(ts)})
+    check_reserved(given, derived, reserved=shapes.derived)  # (the catalog checks the table's own keys)
+    properties = {**{k: v for k, v in given.items() if not shapes.derived(k)}, **derived}
     named = new_name(catalog_name, schema, check_name(body.get("name"), "name"),
                      MANAGED if table_type == MANAGED else EXTERNAL, columns=to_columns(fields, partitions),
                      properties=properties, comment=check_comment(body.get("comment")))
@@ -209,12 +221,14 @@ def _parse_update(body: dict[str, Any]) -> _Update:
     return _Update(parse_uuid(reqs["assert-table-uuid"].get("uuid"), "assert-table-uuid.uuid"), etag, actions)
 
 
-def _new_metadata(name: NameRow, actions: dict[str, dict[str, Any]], version: int | None,
+def _new_metadata(table_id: str, name: NameRow, actions: dict[str, dict[str, Any]], version: int | None,
                   timestamp: int | None) -> dict[str, Any] | None:
-    """The columns, properties and comment after the metadata updates (None: none asked), checked whole."""
+    """The columns, properties and comment after the metadata updates (None: none asked), checked whole: a
+    reserved property may only repeat the value it comes to (decision 65)."""
     if not (METADATA_ACTIONS | {"update-metadata-snapshot-version"}) & set(actions):
         return None
     columns, props, comment = name.columns, dict(name.properties), name.comment
+    given: dict[str, str | None] = {}  # the properties the request sets (None: removes), reserved ones checked last
     if "set-columns" in actions:
         fields = shapes.check_struct(actions["set-columns"].get("columns"))
         columns = to_columns(fields, partition_columns_of(name.columns))
@@ -222,14 +236,19 @@ def _new_metadata(name: NameRow, actions: dict[str, dict[str, Any]], version: in
         parts = shapes.check_names(actions["set-partition-columns"].get("partition-columns"), "partition-columns")
         columns = with_partitions(columns, parts)
     if "set-properties" in actions:
-        new = check_properties(actions["set-properties"].get("updates"))
-        props.update(shapes.without_protocol(new))
+        given.update(check_properties(actions["set-properties"].get("updates")))
     if "remove-properties" in actions:
         removals = shapes.check_names(actions["remove-properties"].get("removals"), "removals")
-        if "set-properties" in actions and set(removals) & set(actions["set-properties"].get("updates") or {}):
+        if set(removals) & set(given):
             raise InvalidArgumentError("set-properties and remove-properties touch the same key")
-        for k in removals:
+        given.update(dict.fromkeys(removals))
+    for k, v in given.items():
+        if shapes.reserved(k):
+            continue
+        if v is None:
             props.pop(k, None)
+        else:
+            props[k] = v
     if "set-protocol" in actions:
         props = {**shapes.without_protocol(props), **shapes.protocol_properties(actions["set-protocol"].get("protocol"))}
     if "set-domain-metadata" in actions:
@@ -251,6 +270,8 @@ def _new_metadata(name: NameRow, actions: dict[str, dict[str, Any]], version: in
         props[shapes.LAST_UPDATE_VERSION] = str(version)
     if timestamp is not None:
         props[shapes.LAST_COMMIT_TIMESTAMP] = str(timestamp)
+    check_reserved(given, {**props, **held_properties(table_id, name.table_type, name.properties)},
+                   reserved=shapes.reserved)
     return {"columns": columns, "properties": props, "comment": comment}
 
 
@@ -286,7 +307,8 @@ async def update_table(request: web.Request) -> web.Response:
         published = int_field(actions["set-latest-backfilled-version"], "latest-published-version",
                               required=True, minimum=0)
     changes = bool(METADATA_ACTIONS & set(actions))
-    metadata = _new_metadata(name, actions, version if changes else None, timestamp if changes else None)
+    metadata = _new_metadata(table.table_id, name, actions, version if changes else None,
+                             timestamp if changes else None)
     service = request.app[SERVICE]
     if published is not None:
         # What the writer published first (that frees the backlog), then its commit.

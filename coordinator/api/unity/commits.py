@@ -9,6 +9,7 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
 
+from ...catalog import check_reserved, held_properties
 from ...store.rows import TableRow
 from ..errors import json_body, json_response, only_params
 from ..keys import CATALOG, SERVICE, TABLE_ID, VERSION
@@ -46,8 +47,11 @@ async def commit(request: web.Request) -> web.Response:
         raise InvalidArgumentError("commit_info must be an object")
     service, catalog = request.app[SERVICE], request.app[CATALOG]
     if info is not None:
-        await catalog.managed(table)
+        name = await catalog.managed(table)
         metadata = commit_metadata(body.get("metadata"))
+        if metadata is not None and metadata["properties"] is not None:
+            check_reserved(metadata["properties"], held_properties(table.table_id, name.table_type, name.properties),
+                           what="metadata.properties")
         version = int_field(info, "version", required=True)
         if version is not None:
             request[VERSION] = version  # (the access log's)
