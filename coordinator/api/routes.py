@@ -48,8 +48,8 @@ class Permission(enum.Enum):
 
 class Locate(enum.Enum):
     """Where the auth middleware finds the location a READ / COMMIT / ADMIN route acts on. For the kinds that
-    name a table (TABLE_ID, NAME) it finds the table and judges the permission before the handler runs, so no
-    handler can judge a request's body or query first."""
+    name a table (TABLE_ID, NAME, TABLE_ID_FIELD) it finds the table and judges the permission before the
+    handler runs, so no handler can judge a request's body or query first."""
 
     TABLE_ID = "table_id"  # the registered table named by the path's {table_id}
     # the table the path names: {catalog}/{schema}/{table}, or a {full_name} under /tables/; a table the token
@@ -184,11 +184,11 @@ def _check(r: Route) -> None:
         raise ValueError(f"{where}: a location source exactly for the read, commit and admin permissions")
     if r.locate is not None and ((r.locate is Locate.TABLE_ID) != ("{table_id}" in r.path)):
         raise ValueError(f"{where}: Locate.TABLE_ID exactly when the path names a {{table_id}}")
-    if r.locate is not None and ((r.locate is Locate.NAME) != names_a_table(r.path)):
+    if r.locate is not None and ((r.locate is Locate.NAME) != _names_a_table(r.path)):
         raise ValueError(f"{where}: Locate.NAME exactly when the path names a table by its name")
 
 
-def names_a_table(path: str) -> bool:
+def _names_a_table(path: str) -> bool:
     """Whether a route's path names one table by its name: ``.../tables/{table}`` under ``{catalog}`` and
     ``{schema}``, or ``.../tables/{full_name}``."""
     return "/tables/{table}" in path or "/tables/{full_name}" in path

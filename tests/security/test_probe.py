@@ -154,6 +154,8 @@ def test_a_table_name_the_token_may_not_see_is_answered_exactly_as_a_name_that_d
         # 404 where t_a holds the route's action on some table; dropping and renaming need admin, which it
         # holds nowhere: refused before any name is looked up, for both names alike
         assert hidden[0] == (403 if method == "DELETE" or path.endswith("/rename") else 404), (method, path, hidden)
+        # the ops token reads no table through an API: refused before any lookup, whatever the name
+        assert _answer(p, p.ops, method, path, body) == _answer(p, p.ops, method, missing, body), (method, path)
     # the UI: its lists hide schema b and tb from t_a; its pages and its search answer the same
     for hidden_path, missing_path in [(f"/ui/catalogs/{p.tb.catalog}/schemas/b", f"/ui/catalogs/{p.tb.catalog}/schemas/nosuch"),
                                       (f"/ui/tables?q={p.tb.full_name}", f"/ui/tables?q={p.tb.catalog}.b.nosuch")]:
