@@ -202,6 +202,7 @@ def test_the_permission_is_judged_before_the_body_and_the_query(probe: Probe, ba
     assert p.send("POST", f"{UC}/temporary-table-credentials", [bearer(p.t_a)],
                   json.dumps({"table_id": p.tb.table_id, "operation": "NOPE"}).encode())[0] == 403
     assert p.send("POST", f"/api/v1/tables/{p.tb.table_id}/commits?bogus=1", [bearer(p.r_b)], raw)[0] == 403
+    assert p.send("GET", f"/ui/tables/{p.tb.table_id}/commits/x?bogus=1", [bearer(p.t_a)])[0] == 403
     register = json.dumps({"location": f"{p.tb.location}-next", "bogus": 1}).encode()
     assert p.send("POST", "/api/v1/tables", [bearer(p.ta_admin)], register)[0] == 403
     assert p.picture() == before
