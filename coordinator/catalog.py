@@ -12,9 +12,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from client.contract.delta_log import TABLE_ID_PROPERTY
+from client.contract.delta_log import CATALOG_MANAGED, TABLE_ID_PROPERTIES, owner_property_keys
 from client.contract.errors import (
     CommitOwnerError,
     InvalidArgumentError,
@@ -26,7 +27,7 @@ from client.contract.layout import STAGED_COMMITS_DIR, normalize_location
 from .columns import columns_of_metadata, properties_of_metadata
 from .service import CommitService
 from .store import TableRow, now_ms
-from .store.names import NameStore
+from .store.names import NameStore, missing_table
 from .store.rows import EXTERNAL, MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow
 
 log = logging.getLogger("commit_owner.catalog")
@@ -61,6 +62,38 @@ def check_properties(value: Any, what: str = "properties") -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise InvalidArgumentError(f"{what} must be an object of string values")
     return dict(value)
+
+
+# -- reserved properties (every API; decision 65) ------------------------------------------------------------
+
+#: The properties the owner keeps and no caller sets: its own, of every generation (the table id in
+#: ``io.unitycatalog.tableId`` and its older name ``ucTableId``, ``delta.feature.catalogManaged``, the owner,
+#: owner-conf and table-conf keys). An API that derives more keys itself adds them (the Delta REST Catalog API).
+RESERVED = owner_property_keys()
+
+
+def held_properties(table_id: str | None, table_type: str, recorded: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The value each reserved key holds for a table: its id under both names (``table_id`` None: a table whose id
+    no caller can know yet), ``supported`` for catalogManaged on a MANAGED table, the others as recorded."""
+    held = {k: v for k, v in (recorded or {}).items() if k in RESERVED and k not in TABLE_ID_PROPERTIES}
+    if table_id is not None:
+        held.update(dict.fromkeys(TABLE_ID_PROPERTIES, table_id))
+    if table_type == MANAGED:
+        held.update(CATALOG_MANAGED.feature_properties)
+    return held
+
+
+def check_reserved(given: Mapping[str, str | None], held: Mapping[str, str], *,
+                   reserved: Callable[[str], bool] = RESERVED.__contains__, what: str = "properties") -> None:
+    """Refuse properties (a value, or None for a removal) that give a reserved key another value than the one it
+    holds, or remove one it holds. Repeating the held value is accepted and changes nothing: clients echo the id
+    they were given. Raises InvalidArgumentError naming the keys, before anything is changed."""
+    bad = sorted(k for k, v in given.items() if reserved(k) and held.get(k) != v)
+    if bad:
+        keys = ", ".join(repr(k[:80]) for k in bad[:5])
+        raise InvalidArgumentError(f"{what}: {keys} {'is' if len(bad) == 1 else 'are'} reserved (the table's id, "
+                                   "the owner's own properties, what the catalog derives): send the value the "
+                                   "table holds, or leave it out")
 
 
 def check_comment(value: Any, what: str = "comment") -> str | None:
@@ -171,12 +204,10 @@ class Catalog:
                 raise InvalidArgumentError(
                     f"the staging table at {loc} was made for {staging.catalog_name}.{staging.schema_name}."
                     f"{staging.name}, not {named.full_name}")
-            given = named.properties.get(TABLE_ID_PROPERTY)
-            if given is not None and given != staging.id:
-                raise InvalidArgumentError(f"properties[{TABLE_ID_PROPERTY}] {given[:40]!r} is not the staging "
-                                           f"table's id {staging.id}")
+            check_reserved(named.properties, held_properties(staging.id, MANAGED))
             table = await self.service.register_staged_create(loc, staging.id, named)
         else:
+            check_reserved(named.properties, held_properties(None, named.table_type))  # (its id is given later)
             table = await self.service.register_existing(loc, named)
         return table, await self._with_log_columns(table, dataclasses.replace(named, table_id=table.table_id))
 
@@ -184,20 +215,22 @@ class Catalog:
         """Name and register a MANAGED table at a location allocated under the managed root (what Unity Catalog
         does for a create without ``storage_location``): a staging reservation used up at once. Its writer
         writes version 0 there. Raises AlreadyExistsError, NotFoundError (no such schema)."""
+        check_reserved(named.properties, held_properties(None, MANAGED))  # before the reservation is made
         staging = await self.reserve(named.catalog_name, named.schema_name, named.name)
         return await self.create_table(named, staging.location)
 
-    async def named(self, catalog: str, schema: str, name: str) -> tuple[TableRow, NameRow]:
-        """Raises TableNotFoundError."""
+    async def named(self, catalog: str, schema: str, name: str, *,
+                    visible: Callable[[str], bool] | None = None) -> tuple[TableRow, NameRow]:
+        """The table of a name. ``visible``: whether the caller may see a table at a location (None: every
+        table); a table it may not see is answered exactly as a name that names no table, so that a name cannot
+        be confirmed by guessing. Raises TableNotFoundError."""
         try:
             table, row = await self.names.get_named(catalog, schema, name)
+            if visible is not None and not visible(table.location):
+                raise missing_table(catalog, schema, name)
         except NotFoundError as e:
             raise TableNotFoundError(e.message) from None
         return table, await self._with_log_columns(table, row)
-
-    async def named_by_full_name(self, full_name: str) -> tuple[TableRow, NameRow]:
-        catalog, schema, name = split_full_name(full_name, 3)
-        return await self.named(catalog, schema, name)
 
     async def list_tables(self, catalog: str, schema: str, after: str | None,
                           limit: int) -> list[tuple[TableRow, NameRow]]:
@@ -219,7 +252,7 @@ class Catalog:
         except CommitOwnerError as e:
             log.warning("table %s: its columns could not be read from its log: %s", table.table_id, e.message)
             return name
-        properties = None if name.properties else properties_of_metadata(metadata)
+        properties = None if name.properties else properties_of_metadata(metadata, table.table_id)
         await self.names.fill_columns(table.table_id, name.updated_at, columns, properties)
         return dataclasses.replace(name, columns=columns,
                                    properties=name.properties if properties is None else properties)
@@ -254,5 +287,5 @@ class Catalog:
         return await self.service.drop_table(table.table_id, table.name)
 
 
-__all__ = ["Catalog", "check_comment", "check_name", "check_properties", "owned_name",
-           "new_name", "split_full_name"]
+__all__ = ["RESERVED", "Catalog", "check_comment", "check_name", "check_properties", "check_reserved",
+           "held_properties", "owned_name", "new_name", "split_full_name"]

@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from client.contract.delta_log import TABLE_ID_PROPERTIES
 from client.contract.delta_schema import SchemaError, parse_schema
 from client.contract.errors import InvalidArgumentError
 
@@ -80,10 +81,14 @@ def columns_of_metadata(metadata: Mapping[str, Any]) -> list[dict[str, Any]]:
     return to_columns(list(schema["fields"]), [p for p in parts if isinstance(p, str)])
 
 
-def properties_of_metadata(metadata: Mapping[str, Any]) -> dict[str, str]:
-    """A ``metaData`` action's ``configuration`` as a catalog record's properties (string values)."""
+def properties_of_metadata(metadata: Mapping[str, Any], table_id: str) -> dict[str, str]:
+    """A ``metaData`` action's ``configuration`` as the catalog's record of table ``table_id``'s properties (string
+    values). A table id property naming another table is not recorded: every answer shows the table's own id, and
+    the record never says otherwise (decision 65)."""
     conf = metadata.get("configuration")
-    return {str(k): str(v) for k, v in conf.items()} if isinstance(conf, dict) else {}
+    if not isinstance(conf, dict):
+        return {}
+    return {str(k): str(v) for k, v in conf.items() if k not in TABLE_ID_PROPERTIES or str(v) == table_id}
 
 
 def struct_of(columns: list[dict[str, Any]]) -> dict[str, Any]:

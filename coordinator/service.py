@@ -567,7 +567,7 @@ class CommitService:
         whatever happens here: a failure is logged, and the next commit with a ``metaData`` records it again."""
         try:
             await self.names.record_log_metadata(table_id, columns_of_metadata(metadata),
-                                                 properties_of_metadata(metadata))
+                                                 properties_of_metadata(metadata, table_id))
         except Exception as e:  # the commit is ratified; its columns are only a catalog record
             log.warning("table %s: the columns of version %d were not recorded: %s", table_id, version, e)
 

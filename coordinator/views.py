@@ -36,7 +36,7 @@ from .service import CommitService
 from .storage import StorageRouter
 from .store import CommitRow, TableRow
 from .store.browse import BrowseStore, Minute
-from .store.names import NameStore
+from .store.names import NameStore, missing_catalog, missing_schema
 from .store.rows import NameRow
 
 #: Commit files read at once for one page of history (a page is at most ``HISTORY_PAGE`` commits).
@@ -111,15 +111,22 @@ class Views:
                 if scope is None or counts.get(c.name)], unnamed
 
     async def schemas(self, catalog: str, scope: Sequence[str] | None) -> list[tuple[str, str | None, int]]:
-        """``(name, comment, tables)`` of the catalog's first 1,000 schemas. Raises NotFoundError."""
+        """``(name, comment, tables)`` of the catalog's first 1,000 schemas. A catalog the lists hide from the
+        viewer (it holds no table the viewer may read) is answered as one that does not exist. Raises
+        NotFoundError."""
         counts = await self.browse.schema_counts(catalog, scope)
         rows = await self.names.list_schemas(catalog, None, 1000)
+        if scope is not None and not counts:
+            raise missing_catalog(catalog)
         return [(s.name, s.comment, counts.get(s.name, 0)) for s in rows if scope is None or counts.get(s.name)]
 
     async def schema_tables(self, catalog: str, schema: str, after: str | None, limit: int,
                             scope: Sequence[str] | None) -> list[TableRow]:
-        """Raises NotFoundError (no such schema)."""
+        """A schema the lists hide from the viewer is answered as one that does not exist. Raises
+        NotFoundError (no such schema)."""
         await self.names.get_schema(catalog, schema)
+        if scope is not None and not (await self.browse.schema_counts(catalog, scope)).get(schema):
+            raise missing_schema(catalog, schema)
         return await self.browse.named_page(catalog, schema, after, limit, scope)
 
     async def search(self, query: str, after: str | None, limit: int, scope: Sequence[str] | None, *,

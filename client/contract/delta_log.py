@@ -116,6 +116,8 @@ GENERATIONS: tuple[Generation, ...] = (MANAGED_COMMIT, COORDINATED_COMMITS_PREVI
                                        CATALOG_MANAGED)
 #: The table property holding a catalog-managed table's id (the Unity Catalog API's name for it).
 TABLE_ID_PROPERTY = CATALOG_MANAGED.owner_key
+#: Every name of that property, the older ``ucTableId`` included.
+TABLE_ID_PROPERTIES = (CATALOG_MANAGED.owner_key, *CATALOG_MANAGED.legacy_owner_keys)
 
 # Legacy protocol versions imply these features; a writer-version-7 protocol must list them explicitly.
 _LEGACY_WRITER_FEATURES = {

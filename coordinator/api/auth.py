@@ -1,12 +1,15 @@
 """Authentication and authorization of the HTTP API.
 
 ``--auth tokens``: every request except the public routes (the probes and the OpenAPI document) needs
-``Authorization: Bearer <token>``. Missing, malformed, unknown or revoked -> 401 UNAUTHENTICATED; a
-valid token whose scopes do not grant the route's permission on the table's location -> 403
-PERMISSION_DENIED. Each route's permission and where its location comes from (``Locate``: the table row,
-the JSON body of a registration, the ``location`` query parameter, or the handler) are fields of its
-``Route`` (routes.py); a request no route matched gets 404/405 once authenticated. Listing shows only the
-tables the token may read.
+``Authorization: Bearer <token>``, one credential (``authenticate``). Missing, malformed, unknown, revoked or
+more than one -> 401 UNAUTHENTICATED; a valid token whose scopes do not grant the route's permission on the
+table's location -> 403 PERMISSION_DENIED. Each route's permission and where its location comes from
+(``Locate``: the table of the path's id or name, the table of the request's ``table_id``, the JSON body of a
+registration, the ``location`` query parameter, or the handler) are fields of its ``Route`` (routes.py); a
+request no route matched gets 404/405 once authenticated. The permission is judged before anything else of
+the request: the middleware reads only what locates the table, the handler judges the rest. Listing shows
+only the tables the token may read, and a table named by a name the token may not read is answered as a
+name that names no table (``_named``); a table named by its id is 403 (an id is not guessed: it is given).
 
 ``--auth none`` serves everyone and is refused on a non-loopback address unless
 ``--allow-insecure-no-auth`` is given.
@@ -14,6 +17,7 @@ tables the token may read.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import os
@@ -25,19 +29,18 @@ from client.contract.errors import InvalidArgumentError, PermissionDeniedError, 
 from client.contract.layout import local_path, normalize_location
 from coordinator.security.tokens import Principal, secret_matches, split_token
 
+from ..catalog import check_name, split_full_name
 from ..settings import Settings
+from ..store.rows import NameRow, TableRow
 from ..store.tokens import TokenStore
-from .errors import api_of, error_response, json_body
-from .keys import OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
+from .errors import api_of, error_response, json_object
+from .keys import CATALOG, NAMED, OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
 from .parse import parse_uuid
 from .routes import ROUTE_TABLE, Handler, Locate, Permission, Route
 
 log = logging.getLogger("commit_owner.auth")
 
 TOKENS = web.AppKey("tokens", TokenStore)
-
-REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name", "tableType"}  # the body of registerTable
-
 
 def require(request: web.Request, action: str, location: str, *, on_disk: bool = False) -> None:
     """Raise PermissionDeniedError unless the request's token may ``action`` on ``location`` (a no-op with
@@ -81,17 +84,38 @@ async def tokens_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def authenticate(request: web.Request, *, cookie: str | None = None) -> Principal:
-    """The principal of the request's bearer token: from the Authorization header, or, when ``cookie`` names
-    one (the browser UI's session) and no header is sent, from that cookie. Raises UnauthenticatedError."""
-    header = request.headers.get("Authorization", "")
-    if not header and cookie is not None and request.cookies.get(cookie):
-        return await principal_of(request.app, request.cookies[cookie])
-    if not header:
+    """The principal of the request's one credential: the bearer token of its Authorization header or, when
+    ``cookie`` names one (the browser UI's session), of that cookie. Raises UnauthenticatedError.
+
+    A request carries exactly one credential. Two Authorization headers, two credentials in one, a header beside
+    the session cookie or the cookie twice are refused, whichever tokens they hold: which of them would count
+    is a guess a proxy, a framework and this owner may each make differently, so the owner makes none."""
+    headers = request.headers.getall("Authorization", [])
+    cookies = _session_cookies(request, cookie) if cookie is not None else []
+    if len(headers) + len(cookies) > 1:
+        raise UnauthenticatedError("send one credential: a single Authorization header reading Bearer <token> "
+                                   "(or, in the browser UI, the session cookie alone)")
+    if cookies:
+        return await principal_of(request.app, cookies[0])
+    if not headers:
         raise UnauthenticatedError("authentication required: send Authorization: Bearer <token>")
-    scheme, _, credential = header.strip().partition(" ")
-    if scheme.lower() != "bearer" or not credential.strip():
-        raise UnauthenticatedError("the Authorization header must read: Bearer <token>")
-    return await principal_of(request.app, credential)
+    words = headers[0].split()
+    if len(words) != 2 or words[0].lower() != "bearer" or "," in words[1]:
+        raise UnauthenticatedError("the Authorization header must read: Bearer <token> (one token)")
+    return await principal_of(request.app, words[1])
+
+
+def _session_cookies(request: web.Request, name: str) -> list[str]:
+    """Every non-empty value of the cookie ``name`` the request sends, over all its Cookie headers (aiohttp's
+    ``request.cookies`` keeps one of them, which hides a second)."""
+    values = []
+    for header in request.headers.getall("Cookie", []):
+        for pair in header.split(";"):
+            key, _, value = pair.strip().partition("=")
+            value = value.strip().strip('"')
+            if key == name and value:
+                values.append(value)
+    return values
 
 
 async def principal_of(app: web.Application, credential: str) -> Principal:
@@ -109,18 +133,45 @@ def _denied(principal: Principal, action: str) -> PermissionDeniedError:
 
 
 async def _register_location(request: web.Request) -> list[str]:
-    # The same parser and normaliser as the handler, so both see the same location.
-    body = await json_body(request, REGISTER_FIELDS)
+    # The same parser and normaliser as the handler, so both see the same location; the handler judges the
+    # rest of the body once the permission is granted.
+    body = await json_object(request)
     loc = body.get("location")
     if not isinstance(loc, str):
         raise InvalidArgumentError("location is required and must be a string")
     return [normalize_location(loc)]
 
 
-async def _locations(request: web.Request, route: Route) -> list[str] | None:
+async def named_table(request: web.Request) -> tuple[TableRow, NameRow]:
+    """The table the path of a ``Locate.NAME`` route names. The auth middleware found it, and judged the token's
+    permission on it, before the handler ran; with ``--auth none`` it is looked up here."""
+    hit = request.get(NAMED)
+    return hit if hit is not None else await _named(request, None)
+
+
+async def _named(request: web.Request, principal: Principal | None) -> tuple[TableRow, NameRow]:
+    """The table the path names, as the token sees it: a table it may not read (it holds no scope over its
+    location) is answered exactly as a name that names no table. Raises TableNotFoundError."""
+    m = request.match_info
+    if "full_name" in m:
+        catalog, schema, name = split_full_name(m["full_name"], 3)
+    else:
+        catalog, schema, name = (check_name(m[part], part) for part in ("catalog", "schema", "table"))
+    visible = None if principal is None else functools.partial(principal.may, "read")
+    return await request.app[CATALOG].named(catalog, schema, name, visible=visible)
+
+
+async def _locations(request: web.Request, route: Route, principal: Principal) -> list[str] | None:
     """The locations a request acts on (None: a listing, filtered afterwards)."""
     if route.locate is Locate.TABLE_ID:
         table_id = parse_uuid(request.match_info["table_id"], "table id")
+        return [(await request.app[SERVICE].place(table_id)).location]
+    if route.locate is Locate.NAME:
+        request[NAMED] = await _named(request, principal)
+        return [request[NAMED][0].location]
+    if route.locate is Locate.TABLE_ID_FIELD:
+        body = await json_object(request)
+        table_id = parse_uuid(body.get("table_id", request.query.get("table_id")), "table_id")
         return [(await request.app[SERVICE].place(table_id)).location]
     if route.locate is Locate.BODY:
         return await _register_location(request)
@@ -163,7 +214,7 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
     if not principal.may(action):
         raise _denied(principal, action)
     assert route is not None  # (a scoped permission is a route's)
-    locations = await _locations(request, route)
+    locations = await _locations(request, route, principal)
     if locations is None:
         visible: Callable[[str], bool] = lambda loc: principal.may(action, loc)  # noqa: E731
         request[VISIBLE] = visible

@@ -152,15 +152,26 @@ def only_params(request: web.Request, allowed: set[str]) -> None:
         raise InvalidArgumentError(f"query parameter(s) given more than once: {_names(repeated)}")
 
 
-async def json_body(request: web.Request, allowed: set[str]) -> dict:
-    raw = await request.read()
+async def json_object(request: web.Request) -> dict:
+    """The request's JSON object (an empty body is ``{}``), its fields not judged yet: what the auth middleware
+    reads to find the table a request acts on before anything else of the request is judged."""
+    raw = await request.read()  # (aiohttp keeps the bytes: the handler reads the same body again)
     try:
         body = orjson.loads(raw) if raw else {}
     except orjson.JSONDecodeError:
         raise InvalidArgumentError("request body is not valid JSON") from None
     if not isinstance(body, dict):
         raise InvalidArgumentError("request body must be a JSON object")
+    return body
+
+
+def only_fields(body: dict, allowed: set[str]) -> None:
     unknown = sorted(set(body) - allowed)
     if unknown:
         raise InvalidArgumentError(f"unknown field(s): {_names(unknown)}")
+
+
+async def json_body(request: web.Request, allowed: set[str]) -> dict:
+    body = await json_object(request)
+    only_fields(body, allowed)
     return body

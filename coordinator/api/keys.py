@@ -15,6 +15,7 @@ from ..service import CommitService
 from ..settings import Settings
 from ..storage import StorageRouter
 from ..store import OwnershipStore
+from ..store.rows import NameRow, TableRow
 from ..vending import CredentialVendor
 from ..views import Views
 
@@ -44,3 +45,5 @@ from coordinator.security.tokens import Principal  # noqa: E402
 PRINCIPAL = web.RequestKey("principal", Principal)
 # set by the auth middleware when a listing must show only the tables the token may read
 VISIBLE: web.RequestKey[Callable[[str], bool]] = web.RequestKey("visible", Callable[[str], bool])  # type: ignore[arg-type]
+# set by the auth middleware on a Locate.NAME route: the table the path names (``auth.named_table``)
+NAMED: web.RequestKey[tuple[TableRow, NameRow]] = web.RequestKey("named", tuple)  # type: ignore[arg-type]

@@ -47,9 +47,17 @@ class Permission(enum.Enum):
 
 
 class Locate(enum.Enum):
-    """Where the auth middleware finds the location a READ / COMMIT / ADMIN route acts on."""
+    """Where the auth middleware finds the location a READ / COMMIT / ADMIN route acts on. For the kinds that
+    name a table (TABLE_ID, NAME, TABLE_ID_FIELD) it finds the table and judges the permission before the
+    handler runs, so no handler can judge a request's body or query first."""
 
     TABLE_ID = "table_id"  # the registered table named by the path's {table_id}
+    # the table the path names: {catalog}/{schema}/{table}, or a {full_name} under /tables/; a table the token
+    # may not read is answered as a name that names no table (the handler gets it from ``auth.named_table``)
+    NAME = "name"
+    # the registered table whose id the request's ``table_id`` field gives (the JSON body's, else the query's):
+    # judged on the location the owner registered, never on a location the caller claims beside the id
+    TABLE_ID_FIELD = "table_id_field"
     BODY = "body"  # the JSON body's ``location`` (registration); a local path's real path is checked too
     # the ``location`` query parameter; without one, holding the action anywhere suffices and a listing shows
     # only the tables the token may read
@@ -176,3 +184,11 @@ def _check(r: Route) -> None:
         raise ValueError(f"{where}: a location source exactly for the read, commit and admin permissions")
     if r.locate is not None and ((r.locate is Locate.TABLE_ID) != ("{table_id}" in r.path)):
         raise ValueError(f"{where}: Locate.TABLE_ID exactly when the path names a {{table_id}}")
+    if r.locate is not None and ((r.locate is Locate.NAME) != _names_a_table(r.path)):
+        raise ValueError(f"{where}: Locate.NAME exactly when the path names a table by its name")
+
+
+def _names_a_table(path: str) -> bool:
+    """Whether a route's path names one table by its name: ``.../tables/{table}`` under ``{catalog}`` and
+    ``{schema}``, or ``.../tables/{full_name}``."""
+    return "/tables/{table}" in path or "/tables/{full_name}" in path

@@ -7,10 +7,11 @@ from aiohttp import web
 from client.contract.errors import InvalidArgumentError
 
 from ..catalog import owned_name
-from .auth import REGISTER_FIELDS
 from .errors import json_body, json_response, only_params
 from .keys import SERVICE, VISIBLE
 from .parse import int_field, parse_uuid
+
+REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name", "tableType"}  # the body of registerTable
 
 
 async def register_table(request: web.Request) -> web.Response:

@@ -21,6 +21,19 @@ from .store import OwnershipStore
 from .tables import name_of, named_tables, table_of
 
 
+def missing_catalog(name: str) -> NotFoundError:
+    return NotFoundError(f"catalog {name} does not exist")
+
+
+def missing_schema(catalog: str, name: str) -> NotFoundError:
+    return NotFoundError(f"schema {catalog}.{name} does not exist")
+
+
+def missing_table(catalog: str, schema: str, name: str) -> NotFoundError:
+    """What a name that names no table is answered; a name the caller may not see gets the same answer."""
+    return NotFoundError(f"table {catalog}.{schema}.{name} does not exist")
+
+
 class NameStore:
     def __init__(self, store: OwnershipStore) -> None:
         self.store = store
@@ -42,7 +55,7 @@ class NameStore:
         async with self.db.tx(write=False, single=True) as conn:
             r = (await conn.execute(select(catalogs).where(catalogs.c.name == name))).first()
         if r is None:
-            raise NotFoundError(f"catalog {name} does not exist")
+            raise missing_catalog(name)
         return CatalogRow(**r._mapping)
 
     async def list_catalogs(self, after: str | None, limit: int) -> list[CatalogRow]:
@@ -60,7 +73,7 @@ class NameStore:
         except IntegrityError:
             raise InvalidArgumentError(f"catalog {name} is not empty: drop its schemas first") from None
         if res.rowcount == 0:
-            raise NotFoundError(f"catalog {name} does not exist")
+            raise missing_catalog(name)
 
     # -- schemas ------------------------------------------------------------------------------------
 
@@ -80,7 +93,7 @@ class NameStore:
             r = (await conn.execute(select(schemas).where(
                 and_(schemas.c.catalog_name == catalog, schemas.c.name == name)))).first()
         if r is None:
-            raise NotFoundError(f"schema {catalog}.{name} does not exist")
+            raise missing_schema(catalog, name)
         return SchemaRow(**r._mapping)
 
     async def list_schemas(self, catalog: str, after: str | None, limit: int) -> list[SchemaRow]:
@@ -104,7 +117,7 @@ class NameStore:
         except IntegrityError:
             raise InvalidArgumentError(f"schema {catalog}.{name} is not empty: drop its tables first") from None
         if res.rowcount == 0:
-            raise NotFoundError(f"schema {catalog}.{name} does not exist")
+            raise missing_schema(catalog, name)
 
     # -- staging tables -----------------------------------------------------------------------------
 
@@ -166,7 +179,7 @@ class NameStore:
         async with self.db.tx(write=False, single=True) as conn:
             r = (await conn.execute(stmt)).first()
         if r is None:
-            raise NotFoundError(f"table {catalog}.{schema}.{name} does not exist")
+            raise missing_table(catalog, schema, name)
         return _pair(r)
 
     async def name_of(self, table_id: str) -> NameRow | None:

@@ -40,8 +40,8 @@ def test_reading_committing_and_creating_follow_the_tokens_scopes(auth_service: 
     committer = store_token(b, f"{managed}:commit")
     name = w.stage(1)
     before = picture(auth_service, w.location)
-    # a token for another prefix may not even read the table
-    assert_delta_error(*v1(auth_service, "GET", w.path, token=elsewhere), 403, "PermissionDeniedException")
+    # a token for another prefix may not even see the table: it is answered as a name that names none
+    assert_delta_error(*v1(auth_service, "GET", w.path, token=elsewhere), 404, "NoSuchTableException")
     # read may load, not commit, not stage a new table, not drop it
     assert v1(auth_service, "GET", w.path, token=reader)[0] == 200
     assert_delta_error(*v1(auth_service, "POST", w.path, w.update_body(1, name), token=reader), 403,

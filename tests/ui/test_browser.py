@@ -132,8 +132,8 @@ def test_a_read_token_sees_only_the_tables_its_scope_covers_and_ops_sees_every_o
     assert browser.count("#chart-refusals") == 0  # owner-wide refusals: for ops and admin only
     browser.open(ui_world.ui + "/tables")
     assert browser.attrs("#tables tbody tr", "data-table-id") == [s.tables["orders"]]
-    browser.open(ui_world.ui + f"/catalogs/{s.catalogs[0]}/schemas/gold")
-    assert browser.count("#tables tbody tr") == 0
+    browser.open(ui_world.ui + f"/catalogs/{s.catalogs[0]}/schemas/gold")  # hidden from its lists: as if absent
+    assert browser.count("#tables tbody tr") == 0 and browser.attrs("#error", "data-code") == ["NOT_FOUND"]
     browser.open(ui_world.ui + f"/tables/{s.tables['events']}")
     assert browser.attrs("#error", "data-code") == ["PERMISSION_DENIED"]
     browser.open(ui_world.ui + f"/tables/{s.tables['orders']}/commits/2")

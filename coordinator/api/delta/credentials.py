@@ -14,12 +14,11 @@ from aiohttp import web
 from client.contract.errors import InvalidArgumentError, PermissionDeniedError
 
 from ...vending import TABLE_OPERATIONS, Vended
-from ..auth import require
+from ..auth import named_table, require
 from ..errors import json_response, only_params
 from ..keys import CATALOG, SERVICE
 from ..parse import parse_uuid
 from ..unity.credentials import issue
-from .tables import named_table
 
 # This API's operations for a path: READ, or READ_WRITE to create an external table there.
 PATH_OPERATIONS = {"READ": ("read", "read"), "READ_WRITE": ("write", "commit")}
@@ -45,7 +44,7 @@ async def table_credentials(request: web.Request) -> web.Response:
     only_params(request, {"operation"})
     operation = _operation(request, TABLE_OPERATIONS)
     access, action = TABLE_OPERATIONS[operation]
-    table, _ = await named_table(request, "read")
+    table, _ = await named_table(request)
     request.app[SERVICE].check_location(table.location)
     require(request, action, table.location, on_disk=True)
     return json_response(_reply(await issue(request, table.location, operation, access, table.table_id), operation))
@@ -53,9 +52,9 @@ async def table_credentials(request: web.Request) -> web.Response:
 
 async def staging_credentials(request: web.Request) -> web.Response:
     """READ_WRITE always: the writer writes version 0 of the table it is creating."""
-    only_params(request, set())
     staging = await request.app[CATALOG].staging(parse_uuid(request.match_info["staging_id"], "table id"))
     require(request, "admin", staging.location, on_disk=True)
+    only_params(request, set())
     return json_response(_reply(await issue(request, staging.location, "READ_WRITE", "write", staging.id),
                                 "READ_WRITE"))
 

@@ -1,8 +1,10 @@
 """The routes of the Delta REST Catalog API, declared once (app.py registers them; auth reads their permission;
 openapi.json beside this file documents them).
 
-The handlers resolve each table by name and call ``auth.require`` for its location (``Locate.HANDLER``):
-reading needs read, commits and metadata updates commit, creating, dropping and renaming admin.
+A table's routes name it (``Locate.NAME``): the auth middleware finds it and judges the route's permission
+before the handler runs (reading needs read, commits and metadata updates commit, dropping and renaming admin;
+a table the token may not read is answered as a name that names no table). Creating and the staging and path
+credentials call ``auth.require`` in their handler (``Locate.HANDLER``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from . import credentials, tables
 from .errors import API, PREFIX
 
 READ, COMMIT, ADMIN = Permission.READ, Permission.COMMIT, Permission.ADMIN
-QUERY, HANDLER = Locate.QUERY, Locate.HANDLER
+QUERY, HANDLER, NAME = Locate.QUERY, Locate.HANDLER, Locate.NAME
 SCHEMA = f"{PREFIX}/catalogs/{{catalog}}/schemas/{{schema}}"
 TABLE = f"{SCHEMA}/tables/{{table}}"
 
@@ -20,13 +22,13 @@ ROUTES = [
     Route("GET", f"{PREFIX}/config", tables.get_config, READ, API, "getConfig", QUERY),
     Route("POST", f"{SCHEMA}/staging-tables", tables.create_staging_table, ADMIN, API, "createStagingTable", HANDLER),
     Route("POST", f"{SCHEMA}/tables", tables.create_table, ADMIN, API, "createTable", HANDLER),
-    Route("GET", TABLE, tables.load_table, READ, API, "loadTable", HANDLER),
-    Route("HEAD", TABLE, tables.load_table, READ, API, "tableExists", HANDLER),
-    Route("POST", TABLE, tables.update_table, COMMIT, API, "updateTable", HANDLER),
-    Route("DELETE", TABLE, tables.delete_table, ADMIN, API, "deleteTable", HANDLER),
-    Route("POST", f"{TABLE}/rename", tables.rename_table, ADMIN, API, "renameTable", HANDLER),
-    Route("POST", f"{TABLE}/metrics", tables.report_metrics, COMMIT, API, "reportMetrics", HANDLER),
-    Route("GET", f"{TABLE}/credentials", credentials.table_credentials, READ, API, "getTableCredentials", HANDLER),
+    Route("GET", TABLE, tables.load_table, READ, API, "loadTable", NAME),
+    Route("HEAD", TABLE, tables.load_table, READ, API, "tableExists", NAME),
+    Route("POST", TABLE, tables.update_table, COMMIT, API, "updateTable", NAME),
+    Route("DELETE", TABLE, tables.delete_table, ADMIN, API, "deleteTable", NAME),
+    Route("POST", f"{TABLE}/rename", tables.rename_table, ADMIN, API, "renameTable", NAME),
+    Route("POST", f"{TABLE}/metrics", tables.report_metrics, COMMIT, API, "reportMetrics", NAME),
+    Route("GET", f"{TABLE}/credentials", credentials.table_credentials, READ, API, "getTableCredentials", NAME),
     Route("GET", f"{PREFIX}/staging-tables/{{staging_id}}/credentials", credentials.staging_credentials, ADMIN, API,
           "getStagingTableCredentials", HANDLER),
     Route("GET", f"{PREFIX}/temporary-path-credentials", credentials.path_credentials, READ, API,

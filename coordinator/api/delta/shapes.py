@@ -18,16 +18,30 @@ from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.delta_schema import SchemaError, parse_schema
 from client.contract.errors import InvalidArgumentError
 
-from ...catalog import MANAGED
+from ...catalog import MANAGED, RESERVED
 from ...columns import partition_columns_of, struct_of
 from ...store.rows import CommitRow, NameRow, TableRow
 
 CATALOG_MANAGED = "delta.feature.catalogManaged"
 READER_VERSION, WRITER_VERSION = "delta.minReaderVersion", "delta.minWriterVersion"
 LAST_UPDATE_VERSION, LAST_COMMIT_TIMESTAMP = "delta.lastUpdateVersion", "delta.lastCommitTimestamp"
+FEATURE_PREFIX = "delta.feature."
 # domain metadata -> the property this API derives from it
 DOMAIN_PROPERTIES = {"delta.clustering": "delta.clusteringColumns",
                      "delta.rowTracking": "delta.rowTracking.rowIdHighWaterMark"}
+# The properties this API derives (the spec's server-derived ones): from protocol / set-protocol, from the
+# commits, from the domain metadata. A property map may only repeat the value they come to (decision 65).
+DERIVED = frozenset({READER_VERSION, WRITER_VERSION, LAST_UPDATE_VERSION, LAST_COMMIT_TIMESTAMP,
+                     *DOMAIN_PROPERTIES.values()})
+
+
+def derived(key: str) -> bool:
+    return key in DERIVED or key.startswith(FEATURE_PREFIX)
+
+
+def reserved(key: str) -> bool:
+    """The keys a property map of this API may only repeat: every API's reserved ones, and what it derives."""
+    return key in RESERVED or derived(key)
 
 
 # This API spells the keys of array and map types in kebab case; Delta's schema format in camel case.
@@ -81,13 +95,13 @@ def protocol_properties(value: Any) -> dict[str, str]:
         out[prop] = str(v)
     for key in ("reader-features", "writer-features"):
         for f in check_names(value.get(key), f"protocol.{key}"):
-            out[f"delta.feature.{f}"] = "supported"
+            out[FEATURE_PREFIX + f] = "supported"
     return out
 
 
 def without_protocol(properties: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in properties.items()
-            if k not in (READER_VERSION, WRITER_VERSION) and not k.startswith("delta.feature.")}
+            if k not in (READER_VERSION, WRITER_VERSION) and not k.startswith(FEATURE_PREFIX)}
 
 
 def domain_properties(value: Any) -> dict[str, str]:

@@ -18,11 +18,21 @@ from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.errors import InvalidArgumentError, TableChangedError, TableNotFoundError
 from client.contract.layout import normalize_location
 
-from ...catalog import EXTERNAL, MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
+from ...catalog import (
+    EXTERNAL,
+    MANAGED,
+    TABLE_TYPES,
+    check_comment,
+    check_name,
+    check_properties,
+    check_reserved,
+    held_properties,
+    new_name,
+)
 from ...columns import partition_columns_of, to_columns, with_partitions
-from ...store.rows import NameRow, TableRow
-from ..auth import require
-from ..errors import json_body, json_response, only_params
+from ...store.rows import NameRow
+from ..auth import named_table, require
+from ..errors import json_body, json_object, json_response, only_fields, only_params
 from ..keys import CATALOG, METRICS, SERVICE, TABLE_ID, VERSION
 from ..parse import int_field, parse_uuid, str_field
 from ..routes import ROUTE_TABLE
@@ -51,14 +61,6 @@ def _schema(request: web.Request) -> tuple[str, str]:
     """The path's catalog and schema (bare names)."""
     m = request.match_info
     return check_name(m["catalog"], "catalog"), check_name(m["schema"], "schema")
-
-
-async def named_table(request: web.Request, action: str) -> tuple[TableRow, NameRow]:
-    """The table the path names, once the request's token may ``action`` on its location."""
-    catalog, schema = _schema(request)
-    row, name = await request.app[CATALOG].named(catalog, schema, check_name(request.match_info["table"], "table"))
-    require(request, action, row.location)
-    return row, name
 
 
 async def _load(request: web.Request, table_id: str, name: NameRow | None = None) -> dict[str, Any]:
@@ -93,11 +95,11 @@ async def get_config(request: web.Request) -> web.Response:
 
 
 async def create_staging_table(request: web.Request) -> web.Response:
+    catalog = request.app[CATALOG]
+    require(request, "admin", catalog.managed_root() + "/x")
     only_params(request, set())
     body = await json_body(request, {"name"})
     catalog_name, schema = _schema(request)
-    catalog = request.app[CATALOG]
-    require(request, "admin", catalog.managed_root() + "/x")
     row = await catalog.reserve(catalog_name, schema, check_name(body.get("name"), "name"))
     return json_response({
         "table-id": row.id, "table-type": MANAGED, "location": row.location, "storage-credentials": [],
@@ -108,24 +110,27 @@ async def create_staging_table(request: web.Request) -> web.Response:
 
 
 async def create_table(request: web.Request) -> web.Response:
+    body = await json_object(request)
+    location = str_field(body, "location")
+    require(request, "admin", normalize_location(location), on_disk=True)  # type: ignore[arg-type]
     only_params(request, set())
-    body = await json_body(request, CREATE_FIELDS)
+    only_fields(body, CREATE_FIELDS)
     catalog_name, schema = _schema(request)
     if body.get("uniform") is not None:
         raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
-    location = str_field(body, "location")
     table_type = body.get("table-type")
     if table_type not in TABLE_TYPES:
         raise InvalidArgumentError("table-type must be MANAGED or EXTERNAL")
-    require(request, "admin", normalize_location(location), on_disk=True)  # type: ignore[arg-type]
     fields = shapes.check_struct(body.get("columns"))
     partitions = shapes.check_names(body.get("partition-columns"), "partition-columns")
-    properties = shapes.without_protocol(check_properties(body.get("properties")))
-    properties.update(shapes.protocol_properties(body.get("protocol")))
+    given = check_properties(body.get("properties"))
+    derived = shapes.protocol_properties(body.get("protocol"))
     if body.get("domain-metadata") is not None:
-        properties.update(shapes.domain_properties(body.get("domain-metadata")))
+        derived.update(shapes.domain_properties(body.get("domain-metadata")))
     ts = int_field(body, "last-commit-timestamp-ms", required=True, minimum=0)
-    properties.update({shapes.LAST_UPDATE_VERSION: "0", shapes.LAST_COMMIT_TIMESTAMP: str(ts)})
+    derived.update({shapes.LAST_UPDATE_VERSION: "0", shapes.LAST_COMMIT_TIMESTAMP: str(ts)})
+    check_reserved(given, derived, reserved=shapes.derived)  # (the catalog checks the table's own keys)
+    properties = {**{k: v for k, v in given.items() if not shapes.derived(k)}, **derived}
     named = new_name(catalog_name, schema, check_name(body.get("name"), "name"),
                      MANAGED if table_type == MANAGED else EXTERNAL, columns=to_columns(fields, partitions),
                      properties=properties, comment=check_comment(body.get("comment")))
@@ -138,7 +143,7 @@ async def create_table(request: web.Request) -> web.Response:
 
 async def load_table(request: web.Request) -> web.StreamResponse:
     only_params(request, set())
-    table, name = await named_table(request, "read")
+    table, name = await named_table(request)
     if request.method == "HEAD":  # tableExists
         return web.Response(status=204)
     return json_response(await _load(request, table.table_id, name))
@@ -146,7 +151,7 @@ async def load_table(request: web.Request) -> web.StreamResponse:
 
 async def delete_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    table, _ = await named_table(request, "admin")
+    table, _ = await named_table(request)
     await request.app[CATALOG].drop(table)
     return web.Response(status=204)
 
@@ -155,7 +160,7 @@ async def rename_table(request: web.Request) -> web.Response:
     only_params(request, set())
     body = await json_body(request, {"new-name"})
     new = check_name(body.get("new-name"), "new-name")
-    table, _ = await named_table(request, "admin")
+    table, _ = await named_table(request)
     await request.app[CATALOG].rename(table, new)
     return web.Response(status=204)
 
@@ -165,7 +170,7 @@ async def report_metrics(request: web.Request) -> web.Response:
     only_params(request, set())
     body = await json_body(request, {"table-id", "report"})
     table_id = parse_uuid(body.get("table-id"), "table-id")
-    table, _ = await named_table(request, "commit")
+    table, _ = await named_table(request)
     if table_id != table.table_id:
         raise InvalidArgumentError(f"table-id {table_id} is not the id of the table the path names")
     report = body.get("report")
@@ -216,12 +221,14 @@ def _parse_update(body: dict[str, Any]) -> _Update:
     return _Update(parse_uuid(reqs["assert-table-uuid"].get("uuid"), "assert-table-uuid.uuid"), etag, actions)
 
 
-def _new_metadata(name: NameRow, actions: dict[str, dict[str, Any]], version: int | None,
+def _new_metadata(table_id: str, name: NameRow, actions: dict[str, dict[str, Any]], version: int | None,
                   timestamp: int | None) -> dict[str, Any] | None:
-    """The columns, properties and comment after the metadata updates (None: none asked), checked whole."""
+    """The columns, properties and comment after the metadata updates (None: none asked), checked whole: a
+    reserved property may only repeat the value it comes to (decision 65)."""
     if not (METADATA_ACTIONS | {"update-metadata-snapshot-version"}) & set(actions):
         return None
     columns, props, comment = name.columns, dict(name.properties), name.comment
+    given: dict[str, str | None] = {}  # the properties the request sets (None: removes), reserved ones checked last
     if "set-columns" in actions:
         fields = shapes.check_struct(actions["set-columns"].get("columns"))
         columns = to_columns(fields, partition_columns_of(name.columns))
@@ -229,14 +236,19 @@ def _new_metadata(name: NameRow, actions: dict[str, dict[str, Any]], version: in
         parts = shapes.check_names(actions["set-partition-columns"].get("partition-columns"), "partition-columns")
         columns = with_partitions(columns, parts)
     if "set-properties" in actions:
-        new = check_properties(actions["set-properties"].get("updates"))
-        props.update(shapes.without_protocol(new))
+        given.update(check_properties(actions["set-properties"].get("updates")))
     if "remove-properties" in actions:
         removals = shapes.check_names(actions["remove-properties"].get("removals"), "removals")
-        if "set-properties" in actions and set(removals) & set(actions["set-properties"].get("updates") or {}):
+        if set(removals) & set(given):
             raise InvalidArgumentError("set-properties and remove-properties touch the same key")
-        for k in removals:
+        given.update(dict.fromkeys(removals))
+    for k, v in given.items():
+        if shapes.reserved(k):
+            continue
+        if v is None:
             props.pop(k, None)
+        else:
+            props[k] = v
     if "set-protocol" in actions:
         props = {**shapes.without_protocol(props), **shapes.protocol_properties(actions["set-protocol"].get("protocol"))}
     if "set-domain-metadata" in actions:
@@ -258,6 +270,8 @@ def _new_metadata(name: NameRow, actions: dict[str, dict[str, Any]], version: in
         props[shapes.LAST_UPDATE_VERSION] = str(version)
     if timestamp is not None:
         props[shapes.LAST_COMMIT_TIMESTAMP] = str(timestamp)
+    check_reserved(given, {**props, **held_properties(table_id, name.table_type, name.properties)},
+                   reserved=shapes.reserved)
     return {"columns": columns, "properties": props, "comment": comment}
 
 
@@ -266,7 +280,7 @@ async def update_table(request: web.Request) -> web.Response:
     the metadata. A version already taken answers 409 whatever else the request carries."""
     only_params(request, set())
     update = _parse_update(await json_body(request, {"requirements", "updates"}))
-    table, name = await named_table(request, "commit")
+    table, name = await named_table(request)
     request[TABLE_ID] = table.table_id  # (the access log's)
     if update.uuid != table.table_id:
         raise TableChangedError(f"assert-table-uuid failed: the table is {table.table_id}, not {update.uuid}")
@@ -293,7 +307,8 @@ async def update_table(request: web.Request) -> web.Response:
         published = int_field(actions["set-latest-backfilled-version"], "latest-published-version",
                               required=True, minimum=0)
     changes = bool(METADATA_ACTIONS & set(actions))
-    metadata = _new_metadata(name, actions, version if changes else None, timestamp if changes else None)
+    metadata = _new_metadata(table.table_id, name, actions, version if changes else None,
+                             timestamp if changes else None)
     service = request.app[SERVICE]
     if published is not None:
         # What the writer published first (that frees the backlog), then its commit.

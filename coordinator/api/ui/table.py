@@ -133,10 +133,10 @@ async def _visible_table(request: web.Request) -> TableRow:
 
 
 async def table_page(request: web.Request) -> web.Response:
+    table = await _visible_table(request)  # (who may see it before what the query asks)
     only_params(request, {"before", "hours"})
     who = viewer(request)
     views = request.app[VIEWS]
-    table = await _visible_table(request)
     before = query_int(request, "before")
     hours = hours_of(request, default=1)
     entries = await views.history(table, before)
@@ -160,9 +160,9 @@ async def table_page(request: web.Request) -> web.Response:
 
 
 async def commit_page(request: web.Request) -> web.Response:
+    table = await _visible_table(request)
     only_params(request, set())
     who = viewer(request)
-    table = await _visible_table(request)
     raw = request.match_info["version"]
     if not raw.isdigit() or len(raw) > 19 or int(raw) > 2**62:
         raise InvalidArgumentError("the version must be a non-negative integer")

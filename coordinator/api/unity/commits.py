@@ -1,4 +1,7 @@
-"""Handlers of ``/delta/preview/commits``: commit (POST) and getCommits (GET with a JSON body, or query)."""
+"""Handlers of ``/delta/preview/commits``: commit (POST) and getCommits (GET with a JSON body, or query).
+
+Both name their table by ``table_id`` (``Locate.TABLE_ID_FIELD``): the auth middleware judges the token's
+permission on the table's registered location before the handler reads anything else of the request."""
 
 from __future__ import annotations
 
@@ -6,8 +9,8 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
 
+from ...catalog import check_reserved, held_properties
 from ...store.rows import TableRow
-from ..auth import require
 from ..errors import json_body, json_response, only_params
 from ..keys import CATALOG, SERVICE, TABLE_ID, VERSION
 from ..parse import int_field, parse_uuid, str_field
@@ -18,7 +21,8 @@ GET_FIELDS = {"table_id", "table_uri", "start_version", "end_version"}
 
 
 async def _table(request: web.Request, body: dict) -> TableRow:
-    """The table a commits request names, after checking ``table_uri`` against its location."""
+    """The table a commits request names, once the token's permission on its registered location was granted
+    (``Locate.TABLE_ID_FIELD``): only then is ``table_uri`` checked against that location."""
     table_id = parse_uuid(str_field(body, "table_id"), "table_id")
     table_uri = body.get("table_uri")
     if not isinstance(table_uri, str):
@@ -27,12 +31,13 @@ async def _table(request: web.Request, body: dict) -> TableRow:
 
 
 async def commit(request: web.Request) -> web.Response:
+    """Everything is checked before anything changes; then, in this order: the writer's publication report,
+    its commit, the metadata it reports."""
     only_params(request, set())
     body = await json_body(request, COMMIT_FIELDS)
     if body.get("uniform") is not None:
         raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
     table = await _table(request, body)
-    require(request, "commit", table.location)
     request[TABLE_ID] = table.table_id  # (the access log's)
     info = body.get("commit_info")
     published = int_field(body, "latest_backfilled_version", minimum=0)
@@ -41,12 +46,12 @@ async def commit(request: web.Request) -> web.Response:
     if info is not None and not isinstance(info, dict):
         raise InvalidArgumentError("commit_info must be an object")
     service, catalog = request.app[SERVICE], request.app[CATALOG]
-    if published is not None:
-        # First what the writer published (that frees the backlog), then its new commit.
-        await service.report_published(table.table_id, published, quiet=info is not None, known=table)
     if info is not None:
-        metadata = commit_metadata(body.get("metadata"))  # checked before anything is ratified
-        await catalog.managed(table)
+        name = await catalog.managed(table)
+        metadata = commit_metadata(body.get("metadata"))
+        if metadata is not None and metadata["properties"] is not None:
+            check_reserved(metadata["properties"], held_properties(table.table_id, name.table_type, name.properties),
+                           what="metadata.properties")
         version = int_field(info, "version", required=True)
         if version is not None:
             request[VERSION] = version  # (the access log's)
@@ -56,6 +61,10 @@ async def commit(request: web.Request) -> web.Response:
         file_name = info.get("file_name")
         if not isinstance(file_name, str):
             raise InvalidArgumentError("commit_info.file_name is required and must be a string")
+    if published is not None:
+        # First what the writer published (that frees the backlog), then its new commit.
+        await service.report_published(table.table_id, published, quiet=info is not None, known=table)
+    if info is not None:
         await service.commit_staged(table, version, file_name, size)  # type: ignore[arg-type]
         if metadata is not None:
             await catalog.update_metadata(table.table_id, **metadata)
@@ -77,7 +86,6 @@ async def get_commits(request: web.Request) -> web.Response:
         else:
             body[key] = raw
     table = await _table(request, body)
-    require(request, "read", table.location)
     start = int_field(body, "start_version", required=True, minimum=0)
     end = int_field(body, "end_version", minimum=0)
     # Every ratified commit in the range, published or not: Sail 0.7 looks a version the catalog does not

@@ -1,8 +1,10 @@
 """Handlers of ``/temporary-table-credentials`` and ``/temporary-path-credentials`` (credential vending).
 
-Order of checks, so that a refusal issues nothing: the body, the table or path (unknown table 404, a path
-outside every allowed root 403), the token's scope for the operation's action on that location (403),
-then the vendor (S3 without ``vend_role_arn``: 400). Only then is STS asked, counted and logged.
+Order of checks, so that a refusal issues nothing: for a table, the table and the token's read scope on its
+registered location (unknown table 404, 403: the auth middleware, ``Locate.TABLE_ID_FIELD``), then the body;
+for a path, the body and the path (outside every allowed root 403); then the token's scope for the
+operation's action on that location (403), then the vendor (S3 without ``vend_role_arn``: 400). Only then is
+STS asked, counted and logged.
 """
 
 from __future__ import annotations

@@ -1,8 +1,11 @@
 """The routes of the Unity Catalog facade, declared once (app.py registers them; auth reads their permission).
 
 Most permissions are checked in two steps: the middleware checks that the token holds the action somewhere
-(and the ``location`` query parameter if one is given; a listing is filtered per table), the handler calls
-``auth.require`` for the location once it has resolved it (``Locate.HANDLER``). Catalogs and schemas have no
+(and the ``location`` query parameter if one is given; a listing is filtered per table), then the location:
+a table named by the path (``Locate.NAME``; one the token may not read is answered as a name that names no
+table) or by the request's ``table_id`` (``Locate.TABLE_ID_FIELD``) is found and judged by the middleware
+before the handler runs; other handlers call ``auth.require`` once they have resolved the location
+(``Locate.HANDLER``). Catalogs and schemas have no
 location: reading them needs read somewhere, creating and dropping them admin over every location ("*").
 The credential routes need read to get in; the handler then asks the action of the operation requested
 (READ_WRITE / PATH_READ_WRITE: commit, PATH_CREATE_TABLE: admin).
@@ -15,7 +18,7 @@ from . import commits, credentials, names, tables
 from .errors import API, PREFIX
 
 READ, COMMIT, ADMIN, EVERYWHERE = Permission.READ, Permission.COMMIT, Permission.ADMIN, Permission.ADMIN_EVERYWHERE
-QUERY, HANDLER = Locate.QUERY, Locate.HANDLER
+QUERY, HANDLER, NAME, TABLE_ID_FIELD = Locate.QUERY, Locate.HANDLER, Locate.NAME, Locate.TABLE_ID_FIELD
 
 ROUTES = [
     Route("POST", f"{PREFIX}/catalogs", names.create_catalog, EVERYWHERE, API, None),
@@ -29,10 +32,10 @@ ROUTES = [
     Route("POST", f"{PREFIX}/staging-tables", tables.create_staging_table, ADMIN, API, None, HANDLER),
     Route("POST", f"{PREFIX}/tables", tables.create_table, ADMIN, API, None, HANDLER),
     Route("GET", f"{PREFIX}/tables", tables.list_tables, READ, API, None, QUERY),
-    Route("GET", f"{PREFIX}/tables/{{full_name}}", tables.get_table, READ, API, None, HANDLER),
-    Route("DELETE", f"{PREFIX}/tables/{{full_name}}", tables.delete_table, ADMIN, API, None, HANDLER),
-    Route("POST", f"{PREFIX}/delta/preview/commits", commits.commit, COMMIT, API, None, HANDLER),
-    Route("GET", f"{PREFIX}/delta/preview/commits", commits.get_commits, READ, API, None, HANDLER),
-    Route("POST", f"{PREFIX}/temporary-table-credentials", credentials.table_credentials, READ, API, None, HANDLER),
+    Route("GET", f"{PREFIX}/tables/{{full_name}}", tables.get_table, READ, API, None, NAME),
+    Route("DELETE", f"{PREFIX}/tables/{{full_name}}", tables.delete_table, ADMIN, API, None, NAME),
+    Route("POST", f"{PREFIX}/delta/preview/commits", commits.commit, COMMIT, API, None, TABLE_ID_FIELD),
+    Route("GET", f"{PREFIX}/delta/preview/commits", commits.get_commits, READ, API, None, TABLE_ID_FIELD),
+    Route("POST", f"{PREFIX}/temporary-table-credentials", credentials.table_credentials, READ, API, None, TABLE_ID_FIELD),
     Route("POST", f"{PREFIX}/temporary-path-credentials", credentials.path_credentials, READ, API, None, HANDLER),
 ]

@@ -8,8 +8,8 @@ from client.contract.errors import InvalidArgumentError
 from client.contract.layout import normalize_location
 
 from ...catalog import MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
-from ..auth import require
-from ..errors import json_body, json_response, only_params
+from ..auth import named_table, require
+from ..errors import json_body, json_object, json_response, only_fields, only_params
 from ..keys import CATALOG, VISIBLE
 from .names import page
 from .shapes import check_columns, table_json
@@ -19,10 +19,10 @@ TABLE_FIELDS = {"name", "catalog_name", "schema_name", "table_type", "data_sourc
 
 
 async def create_staging_table(request: web.Request) -> web.Response:
-    only_params(request, set())
     catalog = request.app[CATALOG]
-    body = await json_body(request, {"name", "catalog_name", "schema_name"})
     require(request, "admin", catalog.managed_root() + "/x")
+    only_params(request, set())
+    body = await json_body(request, {"name", "catalog_name", "schema_name"})
     row = await catalog.reserve(check_name(body.get("catalog_name"), "catalog_name"),
                                 check_name(body.get("schema_name"), "schema_name"), check_name(body.get("name"), "name"))
     return json_response({"id": row.id, "name": row.name, "catalog_name": row.catalog_name,
@@ -32,8 +32,7 @@ async def create_staging_table(request: web.Request) -> web.Response:
 async def create_table(request: web.Request) -> web.Response:
     """MANAGED + DELTA at a staging location (or, without one, at a location allocated under the managed root),
     or EXTERNAL + DELTA at an allowed storage location."""
-    only_params(request, set())
-    body = await json_body(request, TABLE_FIELDS)
+    body = await json_object(request)
     catalog = request.app[CATALOG]
     table_type = body.get("table_type")
     location = body.get("storage_location")
@@ -44,6 +43,8 @@ async def create_table(request: web.Request) -> web.Response:
                                    "leave it out: the catalog then allocates one under its managed root)")
     else:
         require(request, "admin", normalize_location(location), on_disk=True)
+    only_params(request, set())
+    only_fields(body, TABLE_FIELDS)
     if table_type not in TABLE_TYPES:
         raise InvalidArgumentError("table_type must be MANAGED or EXTERNAL (views are not supported)")
     if body.get("data_source_format") != "DELTA":
@@ -68,8 +69,7 @@ async def get_table(request: web.Request) -> web.Response:
     full_name = request.match_info["full_name"]
     if request.query.get("full_name", full_name) != full_name:
         raise InvalidArgumentError("the full_name query parameter names another table than the path")
-    table, name = await request.app[CATALOG].named_by_full_name(full_name)
-    require(request, "read", table.location)
+    table, name = await named_table(request)
     return json_response(table_json(table, name))
 
 
@@ -85,8 +85,6 @@ async def list_tables(request: web.Request) -> web.Response:
 
 async def delete_table(request: web.Request) -> web.Response:
     only_params(request, set())
-    catalog = request.app[CATALOG]
-    table, _ = await catalog.named_by_full_name(request.match_info["full_name"])
-    require(request, "admin", table.location)
-    await catalog.drop(table)
+    table, _ = await named_table(request)
+    await request.app[CATALOG].drop(table)
     return json_response({})
