@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -128,6 +129,10 @@ def owned_name(full_name: Any, table_type: Any = None, commit_dir: str | None = 
     return new_name(catalog, schema, name, table_type)
 
 
+#: How many table ids a process remembers as MANAGED (``Catalog.check_managed``).
+KNOWN_MANAGED = 100_000
+
+
 class Catalog:
     """Names over the commit service. Raises the CommitOwnerError family (NotFoundError, AlreadyExistsError,
     TableNotFoundError, InvalidArgumentError, ...)."""
@@ -135,6 +140,7 @@ class Catalog:
     def __init__(self, service: CommitService, names: NameStore) -> None:
         self.service = service
         self.names = names
+        self._managed: OrderedDict[str, None] = OrderedDict()  # tables seen MANAGED (check_managed)
 
     # catalogs and schemas
 
@@ -268,6 +274,19 @@ class Catalog:
             raise InvalidArgumentError(f"table {table.table_id} is not a MANAGED table of this catalog: only "
                                        "those take commits here (others commit through /api/v1)")
         return name
+
+    async def check_managed(self, table: TableRow) -> None:
+        """:meth:`managed` when the caller needs no name row: read once per table and process. Being MANAGED
+        never changes while the table lives: the type is set when the name is created and never updated, and
+        the name row goes only with the table (a drop marks ``dropped_at`` in the same transaction; forget
+        deletes the table row), so ``table``, read fresh and live, is all the later checks need. Raises
+        InvalidArgumentError."""
+        if table.table_id in self._managed and table.dropped_at is None and table.commit_dir == STAGED_COMMITS_DIR:
+            return
+        await self.managed(table)
+        self._managed[table.table_id] = None
+        if len(self._managed) > KNOWN_MANAGED:
+            self._managed.popitem(last=False)
 
     async def update_metadata(self, table_id: str, *, columns: list[dict[str, Any]] | None = None,
                               properties: dict[str, str] | None = None, comment: str | None = None) -> None:

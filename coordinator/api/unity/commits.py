@@ -47,11 +47,16 @@ async def commit(request: web.Request) -> web.Response:
         raise InvalidArgumentError("commit_info must be an object")
     service, catalog = request.app[SERVICE], request.app[CATALOG]
     if info is not None:
-        name = await catalog.managed(table)
-        metadata = commit_metadata(body.get("metadata"))
-        if metadata is not None and metadata["properties"] is not None:
-            check_reserved(metadata["properties"], held_properties(table.table_id, name.table_type, name.properties),
-                           what="metadata.properties")
+        if body.get("metadata") is None:  # (the common commit: no name row needed, only that it is MANAGED)
+            await catalog.check_managed(table)
+            metadata = None
+        else:
+            name = await catalog.managed(table)
+            metadata = commit_metadata(body.get("metadata"))
+            if metadata is not None and metadata["properties"] is not None:
+                check_reserved(metadata["properties"],
+                               held_properties(table.table_id, name.table_type, name.properties),
+                               what="metadata.properties")
         version = int_field(info, "version", required=True)
         if version is not None:
             request[VERSION] = version  # (the access log's)
