@@ -192,3 +192,39 @@ async def test_an_answer_read_from_the_database_is_settled_in_the_statement_that
     took(1)
     assert await store.replay(str(uuid.uuid4()), str(uuid.uuid4()), 1, "0" * 64, None) is None
     assert len(seen) == (2 if pg else 1), seen  # no table: the read found no row, the settle follows
+
+
+async def test_a_named_table_read_on_the_driver_is_the_row_the_core_read_gives(database_url: str,
+                                                                              tmp_path: Any) -> None:
+    """``NameStore.get_named`` (the name lookup of every /delta/v1 request) runs on the driver: the same table
+    and name rows, JSON columns decoded, as the Core statement it is compiled from."""
+    from client.contract.errors import NotFoundError
+    from coordinator.store.names import NameStore, _named_by_name, _pair
+    from coordinator.store.rows import MANAGED, CatalogRow, NameRow, SchemaRow
+
+    engine = create_engine(database_url)
+    try:
+        store = OwnershipStore(engine)
+        names = NameStore(store)
+        ts = now_ms()
+        await names.create_catalog(CatalogRow(name="c", id=str(uuid.uuid4()), comment=None, properties={},
+                                              created_at=ts, updated_at=ts))
+        await names.create_schema(SchemaRow(catalog_name="c", name="s", id=str(uuid.uuid4()), comment=None,
+                                            properties={}, created_at=ts, updated_at=ts))
+        table_id = str(uuid.uuid4())
+        name = NameRow(table_id=table_id, catalog_name="c", schema_name="s", name="t", table_type=MANAGED,
+                       data_source_format="DELTA", comment="a comment",
+                       columns=[{"name": "id", "type_name": "LONG", "position": 0}],
+                       properties={"k": "v", "delta.feature.catalogManaged": "supported"},
+                       created_at=ts, updated_at=ts)
+        await store.register(table_id, str(tmp_path / "t"), "_staged_commits", -1, name=name)
+        got = await names.get_named("c", "s", "t")
+        async with store.db.tx(write=False) as conn:
+            core = _pair((await conn.execute(_named_by_name(), {"p_catalog": "c", "p_schema": "s",
+                                                                "p_name": "t"})).one())
+        assert got == core
+        assert got[1] == name and got[0].table_id == table_id and got[0].name == "c.s.t"
+        with pytest.raises(NotFoundError):
+            await names.get_named("c", "s", "nope")
+    finally:
+        await engine.dispose()

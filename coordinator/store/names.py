@@ -8,9 +8,10 @@ Listings are ordered by name and paged by "names after this one".
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from client.contract.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
@@ -18,7 +19,7 @@ from client.contract.errors import AlreadyExistsError, InvalidArgumentError, Not
 from .rows import MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow, TableRow, now_ms, values_of
 from .schema import catalogs, schemas, staging_tables, table_names
 from .store import OwnershipStore
-from .tables import name_of, named_tables, table_of
+from .tables import name_of, named_tables, table_from, table_of
 
 
 def missing_catalog(name: str) -> NotFoundError:
@@ -174,13 +175,15 @@ class NameStore:
 
     async def get_named(self, catalog: str, schema: str, name: str) -> tuple[TableRow, NameRow]:
         """Raises TableNotFoundError-like NotFoundError subclasses via the caller; here NotFoundError."""
-        n = table_names.c
-        stmt = named_tables(whole_name=True).where(and_(n.catalog_name == catalog, n.schema_name == schema, n.name == name))
+        # On the driver (compiled once): a /delta/v1 request names its table by path, so this read is in each of
+        # its commits (issue 39).
+        stmt = self.db.driver.statement(_named_by_name())
         async with self.db.tx(write=False, single=True) as conn:
-            r = (await conn.execute(stmt)).first()
-        if r is None:
+            rows = await self.db.driver.rows(conn, stmt, {"p_catalog": catalog, "p_schema": schema, "p_name": name})
+        if not rows:
             raise missing_table(catalog, schema, name)
-        return _pair(r)
+        m = stmt.mappings(rows)[0]
+        return table_from(m), NameRow(**{c.name: m["n_" + c.name] for c in table_names.c})
 
     async def name_of(self, table_id: str) -> NameRow | None:
         async with self.db.tx(write=False, single=True) as conn:
@@ -245,6 +248,15 @@ class NameStore:
             res = await conn.execute(update(table_names).where(and_(
                 table_names.c.table_id == table_id, table_names.c.updated_at == seen_updated_at)).values(**values))
         return bool(res.rowcount)
+
+
+@functools.cache
+def _named_by_name() -> Any:
+    """A named table and its whole name row, by catalog, schema and name (``NameStore.get_named``)."""
+    n = table_names.c
+    return named_tables(whole_name=True).where(and_(n.catalog_name == bindparam("p_catalog"),
+                                                    n.schema_name == bindparam("p_schema"),
+                                                    n.name == bindparam("p_name")))
 
 
 def _pair(r: Any) -> tuple[TableRow, NameRow]:
