@@ -11,6 +11,9 @@ table; within a process a per-table lock does the same.
 The background runs record what they published a moment later (``backfill_mark_delay_ms``), the marks of every
 table pending then in one grouped round trip: the files are published at once, only their bookkeeping waits
 (decision 44). An explicit backfill, a lease handed back and ``stop`` record the pending marks first.
+
+A process refused a table's lease nudges the holder when it runs on the same host (``nudges.py``, decision 66):
+the holder runs the table at once, not at its sweep, and answers an explicit backfill waiting in the sender.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from coordinator.storage import Prepared, StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 from coordinator.store.rows import now_ms
 
+from .nudges import Nudges
 from .publisher import BackfillResult, backfill_table, repair_hole
 
 if TYPE_CHECKING:
@@ -43,6 +47,7 @@ log = logging.getLogger("commit_owner.backfill")
 SWEEP_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 30.0
 LEASE_RETRY_SECONDS = 0.1  # another process holds the table's lease: look again this soon (not a failure)
+WAIT_POLL_SECONDS = 0.05  # an explicit backfill refused the lease looks again this soon, or when the holder answers
 
 
 def _merged(a: int | None, b: int | None) -> int | None:
@@ -128,6 +133,12 @@ class Backfiller:
         self._mark_tries: dict[str, int] = {}  # tables left by timed flushes in a row (their row was held)
         self._recorded: dict[str, int] = {}  # the mark this process last recorded or carried, by table
         self._flushing: set[asyncio.Task[None]] = set()
+        # This process's socket for nudges (decision 66), open while the background backfiller runs.
+        self._nudges: Nudges | None = None
+        # Processes of this host that asked for a run of a table and wait for its answer: table id -> addresses.
+        self._waiting: dict[str, set[str]] = {}
+        # Asks this process sent to a table's holder: table id -> (set by the answer, until when it is awaited).
+        self._asks: dict[str, tuple[asyncio.Event, float]] = {}
 
     @contextlib.contextmanager
     def own_publication(self, table_id: str, version: int) -> Iterator[None]:
@@ -143,10 +154,15 @@ class Backfiller:
 
     async def start(self) -> None:
         if self.background and self._task is None:
+            self._nudges = Nudges.open(self.holder, self._asked, self._answered)
             self._task = asyncio.create_task(self._run(), name="commit-owner-backfiller")
 
     async def stop(self) -> None:
         task, self._task = self._task, None
+        nudges, self._nudges = self._nudges, None
+        if nudges is not None:
+            nudges.close()
+        self._waiting.clear()
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -192,6 +208,11 @@ class Backfiller:
         except CommitOwnerError:
             pass  # it expires by itself
 
+    def _idle_here(self, table_id: str) -> bool:
+        """No commit of this process asked for ``table_id`` within a sweep: a run it made for another process (its
+        sweep, a nudge) hands the lease back, so that the process whose commits drive the table takes it."""
+        return time.monotonic() - self._triggered.get(table_id, 0.0) > SWEEP_SECONDS
+
     async def _release_idle(self, idle_seconds: float) -> None:
         """Hand back leases of tables this process has not backfilled for ``idle_seconds``."""
         now = time.monotonic()
@@ -199,6 +220,59 @@ class Backfiller:
             lock = self._locks.get(table_id)
             if now - used >= idle_seconds and table_id not in self._pending and not (lock and lock.locked()):
                 await self._release(table_id)
+
+    # -- nudges between the processes of one host (decision 66) -------------------------------------------
+
+    async def _nudge_holder(self, table_id: str, up_to: int | None) -> bool:
+        """Refused ``table_id``'s lease: ask its holder, when it runs on this host, to publish through ``up_to`` now
+        and to say when it has (``_until_answered``). One read of who holds it, only on a refusal; never raises
+        (the sweep stays the fallback). True when nobody held the lease any more by then."""
+        if self._nudges is None:
+            return False
+        try:
+            holder = await self.store.lease_holder(table_id)
+        except CommitOwnerError:
+            return False
+        if holder is None or holder == self.holder or self._nudges is None:
+            return holder is None
+        if self._nudges.ask(holder, table_id, up_to):
+            asked = self._asks.get(table_id)
+            event = asked[0] if asked is not None and not asked[0].is_set() else asyncio.Event()
+            self._asks[table_id] = (event, time.monotonic() + WAIT_POLL_SECONDS)
+        return False
+
+    async def _until_answered(self, table_id: str) -> None:
+        """Until the holder this process asked to publish ``table_id`` answers, or WAIT_POLL_SECONDS after the ask."""
+        asked = self._asks.get(table_id)
+        if asked is None:
+            return
+        event, until = asked
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(event.wait(), until - time.monotonic())
+        if self._asks.get(table_id) is asked:
+            del self._asks[table_id]
+
+    def _asked(self, table_id: str, up_to: int | None, sender: str) -> None:
+        """Another process of this host asks for a run of ``table_id`` (``Nudges``): one more ask for the
+        background loop, merged with the others; the run that takes it records its mark at once and answers."""
+        if self._task is not None:
+            self._waiting.setdefault(table_id, set()).add(sender)
+            self._enqueue(table_id, up_to)
+
+    def _answered(self, table_id: str) -> None:
+        if (asked := self._asks.pop(table_id, None)) is not None:
+            asked[0].set()
+
+    async def _answer(self, table_id: str, senders: set[str]) -> None:
+        """A run of ``table_id`` that ``senders`` asked for ended (published, refused or failed): record what it
+        published, and tell them to look at the table again."""
+        try:
+            await self.mark_pending([table_id])
+        except CommitOwnerError:
+            pass  # they find the table behind and look again
+        if self._nudges is not None:
+            for to in senders:
+                self._nudges.done(to, table_id)
 
     # -- publication with the commit (decision 61) ---------------------------------------------------
 
@@ -416,11 +490,13 @@ class Backfiller:
         before this returns, with whatever an earlier run left pending.
         """
         deadline = time.monotonic() + wait_seconds
+        freed = 0  # refusals after which the lease was found free: looked at again at once (a few times)
         lock = self._locks.setdefault(table_id, asyncio.Lock())
         async with lock:
             if not defer_mark:
                 await self.mark_pending([table_id])
             while True:
+                await self._until_answered(table_id)  # this process asked the holder: it is publishing
                 remembered = self._from_memory(table_id, up_to) if defer_mark else None
                 if remembered is not None:
                     table, rows = remembered
@@ -476,12 +552,15 @@ class Backfiller:
                             table, latest_backfilled_version=max(table.latest_backfilled_version,
                                                                  result.backfilled_through))
                     continue
+                free = await self._nudge_holder(table_id, target)
                 if time.monotonic() > deadline:
                     raise LeaseHeldElsewhere(
                         f"table {table_id} is being backfilled by another process; try again",
                         latest_table_version=table.reported_latest,
                     )
-                await asyncio.sleep(0.05)
+                freed = freed + 1 if free else 0
+                if table_id not in self._asks and not 0 < freed <= 2:  # (asked: the loop waits for the answer)
+                    await asyncio.sleep(WAIT_POLL_SECONDS)
 
     async def _run(self) -> None:
         interval = self.settings.backfill_interval_ms / 1000.0
@@ -498,6 +577,7 @@ class Backfiller:
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + sweep_every
                 await self._release_idle(SWEEP_SECONDS)
+                self._asks = {t: a for t, a in self._asks.items() if a[1] > time.monotonic()}  # (answers lost)
                 # In a process that ratifies, without an interval, the sweep is the fallback (decision 59): a
                 # table whose oldest unpublished commit is younger than a sweep has a run of the process that
                 # ratified it coming (or under way), and a process that committed nothing to it would only read
@@ -548,6 +628,7 @@ class Backfiller:
     async def _one(self, table_id: str, up_to: int | None, by_interval: bool) -> None:
         self._progressed.discard(table_id)
         swept = up_to == -2
+        asked = self._waiting.pop(table_id, None)  # (the asks that come during the run wait for the next one)
         try:
             if up_to == -2:
                 table = await self.store.get_table(table_id)
@@ -562,9 +643,10 @@ class Backfiller:
                 up_to = None  # everything ratified: also what other processes (workers) ratified meanwhile
             await self.backfill(table_id, up_to, wait_seconds=0.0, defer_mark=True)
             self._backoff.pop(table_id, None)
-            if swept and time.monotonic() - self._triggered.get(table_id, 0.0) > SWEEP_SECONDS:
-                # A sweep is the fallback: hand the lease back to the process whose commits drive the table,
-                # else a sweeping process that commits nothing to it keeps it and the committing one waits.
+            if table_id in self._held and self._idle_here(table_id):
+                # A run for another process (a sweep, a nudge): hand the lease back to the process whose commits
+                # drive the table, else a process that commits nothing to it keeps it and the committing one
+                # waits (and nudges it) for every commit.
                 await self._release(table_id)
         except asyncio.CancelledError:
             raise
@@ -590,7 +672,11 @@ class Backfiller:
             except CommitOwnerError:
                 pass
         finally:
-            self._sem.release()
-            self._running.discard(table_id)
-            if table_id in self._pending:
-                self._wake.set()
+            try:
+                if asked:
+                    await self._answer(table_id, asked)
+            finally:
+                self._sem.release()
+                self._running.discard(table_id)
+                if table_id in self._pending:
+                    self._wake.set()
