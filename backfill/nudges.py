@@ -123,6 +123,8 @@ class Nudges:
             except OSError:  # (BlockingIOError: nothing more to read)
                 return
             words = data.decode(errors="replace").split()
+            if len(words) < 2 or len(words[1]) > 64:  # (a table id is a UUID; the run reads it as a parameter)
+                continue
             if len(words) == 3 and words[0] == "ask" and (words[2] == "all" or words[2].isdigit()) \
                     and isinstance(sender, str) and sender:
                 self._on_ask(words[1], None if words[2] == "all" else int(words[2]), sender)
