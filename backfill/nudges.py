@@ -2,8 +2,10 @@
 
 A process refused a table's lease reads who holds it and, when the holder runs on this host (its holder id is
 ``<hostname>:<pid>:<tag>``), sends it a datagram naming the table: ``ask <table id> <version or all>``. The
-holder's backfiller runs the table at once instead of at its next sweep, records what it published, and answers
-``done <table id>`` to the sender's own socket; a backfill waiting in the sender then looks at the table again.
+holder's backfiller runs the table at once instead of at its next sweep (its mark deferred as usual). An
+explicit backfill waiting in the sender sends ``wait <table id> <version or all>`` instead: the holder's run then
+also records what it published, and answers ``done <table id>`` to the sender's own socket, and the waiting
+backfill looks at the table again.
 
 A nudge only asks: whoever publishes still holds the lease, in the database, and publishes in order. A lost
 datagram (a full queue, a holder gone, a holder on another host) costs what the sweep costs, as before.
@@ -51,7 +53,7 @@ class Nudges:
     """One backfiller's socket: it hears asks and answers, and sends them. Every method runs on the event loop
     and never raises for a peer that is gone."""
 
-    def __init__(self, sock: socket.socket, path: str, on_ask: Callable[[str, int | None, str], None],
+    def __init__(self, sock: socket.socket, path: str, on_ask: Callable[[str, int | None, str | None], None],
                  on_done: Callable[[str], None]) -> None:
         self._sock = sock
         self.path = path
@@ -61,11 +63,11 @@ class Nudges:
         self._loop.add_reader(sock.fileno(), self._read)
 
     @classmethod
-    def open(cls, holder: str, on_ask: Callable[[str, int | None, str], None],
+    def open(cls, holder: str, on_ask: Callable[[str, int | None, str | None], None],
              on_done: Callable[[str], None]) -> Nudges | None:
         """The socket of ``holder``, bound and read on the running loop. ``on_ask(table id, version or None,
-        the sender's address)``; ``on_done(table id)``. None (with a warning) when it cannot be opened: the
-        process then publishes other processes' commits at its sweep."""
+        the sender's address when it waits for an answer)``; ``on_done(table id)``. None (with a warning) when it
+        cannot be opened: the process then publishes other processes' commits at its sweep."""
         path = address(holder)
         if path is None:
             return None
@@ -98,12 +100,13 @@ class Nudges:
         with contextlib.suppress(OSError):  # (not empty: another process's socket is there)
             os.rmdir(os.path.dirname(self.path))
 
-    def ask(self, holder: str, table_id: str, up_to: int | None) -> bool:
-        """Ask the backfiller of ``holder`` to publish ``table_id`` through ``up_to`` (None: all) now; it says
-        ``done`` to this socket once it has (``on_done``). False when ``holder`` is not on this host or the
-        datagram could not be delivered."""
+    def ask(self, holder: str, table_id: str, up_to: int | None, *, answer: bool) -> bool:
+        """Ask the backfiller of ``holder`` to publish ``table_id`` through ``up_to`` (None: all) now; with
+        ``answer`` it also records it and says ``done`` to this socket (``on_done``). False when ``holder`` is
+        not on this host or the datagram could not be delivered."""
         to = address(holder)
-        return to is not None and self._send(to, f"ask {table_id} {'all' if up_to is None else up_to}")
+        word = "wait" if answer else "ask"
+        return to is not None and self._send(to, f"{word} {table_id} {'all' if up_to is None else up_to}")
 
     def done(self, to: str, table_id: str) -> None:
         """Tell the backfiller at ``to``, which asked, that ``table_id`` was run for it."""
@@ -125,9 +128,9 @@ class Nudges:
             words = data.decode(errors="replace").split()
             if len(words) < 2 or len(words[1]) > 64:  # (a table id is a UUID; the run reads it as a parameter)
                 continue
-            if len(words) == 3 and words[0] == "ask" and (words[2] == "all" or words[2].isdigit()) \
-                    and isinstance(sender, str) and sender:
-                self._on_ask(words[1], None if words[2] == "all" else int(words[2]), sender)
+            if len(words) == 3 and words[0] in ("ask", "wait") and (words[2] == "all" or words[2].isdigit()):
+                answer_to = sender if words[0] == "wait" and isinstance(sender, str) and sender else None
+                self._on_ask(words[1], None if words[2] == "all" else int(words[2]), answer_to)
             elif len(words) == 2 and words[0] == "done":
                 self._on_done(words[1])
 

@@ -223,10 +223,11 @@ class Backfiller:
 
     # -- nudges between the processes of one host (decision 66) -------------------------------------------
 
-    async def _nudge_holder(self, table_id: str, up_to: int | None) -> bool:
+    async def _nudge_holder(self, table_id: str, up_to: int | None, *, answer: bool) -> bool:
         """Refused ``table_id``'s lease: ask its holder, when it runs on this host, to publish through ``up_to`` now
-        and to say when it has (``_until_answered``). One read of who holds it, only on a refusal; never raises
-        (the sweep stays the fallback). True when nobody held the lease any more by then."""
+        (``answer``, for a backfill that waits: and to record it and say so, ``_until_answered``). One read of who
+        holds it, only on a refusal; never raises (the sweep stays the fallback). True when nobody held the
+        lease any more by then."""
         if self._nudges is None:
             return False
         try:
@@ -235,7 +236,7 @@ class Backfiller:
             return False
         if holder is None or holder == self.holder or self._nudges is None:
             return holder is None
-        if self._nudges.ask(holder, table_id, up_to):
+        if self._nudges.ask(holder, table_id, up_to, answer=answer) and answer:
             asked = self._asks.get(table_id)
             event = asked[0] if asked is not None and not asked[0].is_set() else asyncio.Event()
             self._asks[table_id] = (event, time.monotonic() + WAIT_POLL_SECONDS)
@@ -252,11 +253,14 @@ class Backfiller:
         if self._asks.get(table_id) is asked:
             del self._asks[table_id]
 
-    def _asked(self, table_id: str, up_to: int | None, sender: str) -> None:
+    def _asked(self, table_id: str, up_to: int | None, waiting: str | None) -> None:
         """Another process of this host asks for a run of ``table_id`` (``Nudges``): one more ask for the
-        background loop, merged with the others; the run that takes it records its mark at once and answers."""
+        background loop, merged with the others. When a backfill ``waiting`` there asks, the run that takes it
+        records its mark at once and answers (else the mark waits, as the marks of its own runs do: decisions 44
+        and 62; recorded at once, it would meet this process's ratifications on the table's row)."""
         if self._task is not None:
-            self._waiting.setdefault(table_id, set()).add(sender)
+            if waiting is not None:
+                self._waiting.setdefault(table_id, set()).add(waiting)
             self._enqueue(table_id, up_to)
 
     def _answered(self, table_id: str) -> None:
@@ -496,7 +500,7 @@ class Backfiller:
             if not defer_mark:
                 await self.mark_pending([table_id])
             while True:
-                await self._until_answered(table_id)  # this process asked the holder: it is publishing
+                await self._until_answered(table_id)  # this process asked the holder, which is publishing
                 remembered = self._from_memory(table_id, up_to) if defer_mark else None
                 if remembered is not None:
                     table, rows = remembered
@@ -552,8 +556,9 @@ class Backfiller:
                             table, latest_backfilled_version=max(table.latest_backfilled_version,
                                                                  result.backfilled_through))
                     continue
-                free = await self._nudge_holder(table_id, target)
-                if time.monotonic() > deadline:
+                waits = time.monotonic() <= deadline
+                free = await self._nudge_holder(table_id, target, answer=waits)
+                if not waits:
                     raise LeaseHeldElsewhere(
                         f"table {table_id} is being backfilled by another process; try again",
                         latest_table_version=table.reported_latest,
