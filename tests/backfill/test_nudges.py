@@ -163,3 +163,27 @@ async def test_a_socket_folder_open_to_others_is_not_used(monkeypatch: pytest.Mo
     opened = nudges.Nudges.open(f"{socket.gethostname()}:{os.getpid()}:abcdef12", lambda *a: None, lambda t: None)
     assert opened is None
     assert list(folder.iterdir()) == []
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_the_socket_of_a_process_killed_without_stopping_is_removed_by_the_next_to_open(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    folder = tmp_path / f"commit-owner-{os.getuid()}"
+    folder.mkdir(mode=0o700)
+    left = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    left.bind(str(folder / f"{dead.stdout.strip()}-deadbeef"))  # as a SIGKILLed process leaves it
+    left.close()
+    opened = nudges.Nudges.open(f"{socket.gethostname()}:{os.getpid()}:abcdef12", lambda *a: None, lambda t: None)
+    assert opened is not None
+    try:
+        assert [p.name for p in folder.iterdir()] == [f"{os.getpid()}-abcdef12"]
+    finally:
+        opened.close()
+    assert not folder.exists()

@@ -163,12 +163,16 @@ def test_sigterm_stops_every_worker_and_removes_the_metrics_folder(request: pyte
         pids = svc.worker_pids()
         [metrics_dir] = tmp_path.glob("commit-owner-metrics-*")
         assert metrics_dir.is_dir() and any(metrics_dir.iterdir())
+        # each worker's backfiller listens for nudges from the other (decision 66), on a socket named after it
+        nudges = tmp_path / f"commit-owner-{os.getuid()}"
+        wait_until(lambda: {int(p.name.split("-")[0]) for p in nudges.glob("*")} == set(pids), timeout=10,
+                   what="a nudge socket per worker")
         assert svc.proc is not None
         svc.proc.send_signal(signal.SIGTERM)
         assert svc.proc.wait(30) == 0
         for pid in pids:
             assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
-        assert not metrics_dir.exists()
+        assert not metrics_dir.exists() and not nudges.exists()
         serve = [(r["pid"], r["msg"]) for r in _records(svc) if r["logger"] == "commit_owner.serve"]
         assert {pid for pid, msg in serve if msg == "commit-owner stopped"} == {*pids, svc.proc.pid}
         assert serve[-1] == (svc.proc.pid, "commit-owner stopped")
