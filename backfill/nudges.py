@@ -4,8 +4,9 @@ A process refused a table's lease reads who holds it and, when the holder runs o
 ``<hostname>:<pid>:<tag>``), sends it a datagram naming the table: ``ask <table id> <version or all>``. The
 holder's backfiller runs the table at once instead of at its next sweep (its mark deferred as usual). An
 explicit backfill waiting in the sender sends ``wait <table id> <version or all>`` instead: the holder's run then
-also records what it published, and answers ``done <table id>`` to the sender's own socket, and the waiting
-backfill looks at the table again.
+also records what it published, and answers ``done <table id> <version>`` (through which it is recorded
+published, -1 when it cannot say) to the sender's own socket; the waiting backfill returns, or looks at the table
+again.
 
 A nudge only asks: whoever publishes still holds the lease, in the database, and publishes in order. A lost
 datagram (a full queue, a holder gone, a holder on another host) costs what the sweep costs, as before.
@@ -54,7 +55,7 @@ class Nudges:
     and never raises for a peer that is gone."""
 
     def __init__(self, sock: socket.socket, path: str, on_ask: Callable[[str, int | None, str | None], None],
-                 on_done: Callable[[str], None]) -> None:
+                 on_done: Callable[[str, int], None]) -> None:
         self._sock = sock
         self.path = path
         self._on_ask = on_ask
@@ -64,9 +65,9 @@ class Nudges:
 
     @classmethod
     def open(cls, holder: str, on_ask: Callable[[str, int | None, str | None], None],
-             on_done: Callable[[str], None]) -> Nudges | None:
+             on_done: Callable[[str, int], None]) -> Nudges | None:
         """The socket of ``holder``, bound and read on the running loop. ``on_ask(table id, version or None,
-        the sender's address when it waits for an answer)``; ``on_done(table id)``. None (with a warning) when it
+        the sender's address when it waits for an answer)``; ``on_done(table id, version recorded)``. None (with a warning) when it
         cannot be opened: the process then publishes other processes' commits at its sweep."""
         path = address(holder)
         if path is None:
@@ -108,9 +109,10 @@ class Nudges:
         word = "wait" if answer else "ask"
         return to is not None and self._send(to, f"{word} {table_id} {'all' if up_to is None else up_to}")
 
-    def done(self, to: str, table_id: str) -> None:
-        """Tell the backfiller at ``to``, which asked, that ``table_id`` was run for it."""
-        self._send(to, f"done {table_id}")
+    def done(self, to: str, table_id: str, recorded: int) -> None:
+        """Tell the backfiller at ``to``, which asked, that ``table_id`` was run for it and is recorded published
+        through ``recorded`` (-1: it cannot say)."""
+        self._send(to, f"done {table_id} {max(recorded, -1)}")
 
     def _send(self, to: str, message: str) -> bool:
         try:
@@ -131,8 +133,8 @@ class Nudges:
             if len(words) == 3 and words[0] in ("ask", "wait") and (words[2] == "all" or words[2].isdigit()):
                 answer_to = sender if words[0] == "wait" and isinstance(sender, str) and sender else None
                 self._on_ask(words[1], None if words[2] == "all" else int(words[2]), answer_to)
-            elif len(words) == 2 and words[0] == "done":
-                self._on_done(words[1])
+            elif len(words) == 3 and words[0] == "done" and words[2].lstrip("-").isdigit():
+                self._on_done(words[1], int(words[2]))
 
 
 def _own_folder(path: str) -> None:

@@ -79,6 +79,15 @@ class LeaseHeldElsewhere(UnavailableError):
     """Another process (another worker of `serve --workers N`, a `backfill-worker`) is backfilling the table."""
 
 
+class _Ask:
+    """An ask this process sent to a table's holder (decision 66), awaited until ``until`` (monotonic time)."""
+
+    def __init__(self, until: float) -> None:
+        self.until = until
+        self.answered = asyncio.Event()
+        self.recorded = -1  # the answer: through which version the holder recorded the table published
+
+
 class Backfiller:
     def __init__(
         self,
@@ -137,8 +146,9 @@ class Backfiller:
         self._nudges: Nudges | None = None
         # Processes of this host that asked for a run of a table and wait for its answer: table id -> addresses.
         self._waiting: dict[str, set[str]] = {}
-        # Asks this process sent to a table's holder: table id -> (set by the answer, until when it is awaited).
-        self._asks: dict[str, tuple[asyncio.Event, float]] = {}
+        # Asks this process sent to a table's holder and awaits the answer of (a backfill waits): by table id.
+        self._asks: dict[str, _Ask] = {}
+        self._holders: dict[str, tuple[str, float]] = {}  # table id -> who a refusal found holding it, and when
 
     @contextlib.contextmanager
     def own_publication(self, table_id: str, version: int) -> Iterator[None]:
@@ -234,24 +244,39 @@ class Backfiller:
             holder = await self.store.lease_holder(table_id)
         except CommitOwnerError:
             return False
-        if holder is None or holder == self.holder or self._nudges is None:
+        if holder is None or holder == self.holder:
+            self._holders.pop(table_id, None)
             return holder is None
-        if self._nudges.ask(holder, table_id, up_to, answer=answer) and answer:
-            asked = self._asks.get(table_id)
-            event = asked[0] if asked is not None and not asked[0].is_set() else asyncio.Event()
-            self._asks[table_id] = (event, time.monotonic() + WAIT_POLL_SECONDS)
+        self._holders[table_id] = (holder, time.monotonic())
+        self._ask(holder, table_id, up_to, answer=answer)
         return False
 
-    async def _until_answered(self, table_id: str) -> None:
-        """Until the holder this process asked to publish ``table_id`` answers, or WAIT_POLL_SECONDS after the ask."""
+    def _ask(self, holder: str, table_id: str, up_to: int | None, *, answer: bool) -> bool:
+        """Send the ask (``Nudges.ask``); whether it was delivered."""
+        sent = self._nudges is not None and self._nudges.ask(holder, table_id, up_to, answer=answer)
+        if sent and answer:
+            self._asks[table_id] = _Ask(time.monotonic() + WAIT_POLL_SECONDS)
+        return sent
+
+    def _recent_holder(self, table_id: str) -> str | None:
+        """Who held ``table_id``'s lease when a run of this process was refused it, LEASE_RETRY_SECONDS ago at most
+        (a commit's background run, just before the writer's explicit backfill): asked again without a statement."""
+        known = self._holders.get(table_id)
+        if known is None or table_id in self._held or time.monotonic() - known[1] > LEASE_RETRY_SECONDS:
+            return None
+        return known[0]
+
+    async def _until_answered(self, table_id: str) -> int:
+        """Until the holder this process asked to publish ``table_id`` answers, or WAIT_POLL_SECONDS after the ask;
+        the version through which it recorded the table published (-1: no answer, or nothing it could say)."""
         asked = self._asks.get(table_id)
         if asked is None:
-            return
-        event, until = asked
+            return -1
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(event.wait(), until - time.monotonic())
+            await asyncio.wait_for(asked.answered.wait(), asked.until - time.monotonic())
         if self._asks.get(table_id) is asked:
             del self._asks[table_id]
+        return asked.recorded
 
     def _asked(self, table_id: str, up_to: int | None, waiting: str | None) -> None:
         """Another process of this host asks for a run of ``table_id`` (``Nudges``): one more ask for the
@@ -263,20 +288,23 @@ class Backfiller:
                 self._waiting.setdefault(table_id, set()).add(waiting)
             self._enqueue(table_id, up_to)
 
-    def _answered(self, table_id: str) -> None:
+    def _answered(self, table_id: str, recorded: int) -> None:
         if (asked := self._asks.pop(table_id, None)) is not None:
-            asked[0].set()
+            asked.recorded = recorded
+            asked.answered.set()
 
     async def _answer(self, table_id: str, senders: set[str]) -> None:
         """A run of ``table_id`` that ``senders`` asked for ended (published, refused or failed): record what it
-        published, and tell them to look at the table again."""
+        published, and tell them through which version the table is recorded published (everything this process
+        published, once nothing of it is left unrecorded; -1 when it cannot say: they look at the table again)."""
         try:
             await self.mark_pending([table_id])
         except CommitOwnerError:
-            pass  # they find the table behind and look again
+            pass
+        recorded = -1 if table_id in self._unmarked else self.published_through(table_id)
         if self._nudges is not None:
             for to in senders:
-                self._nudges.done(to, table_id)
+                self._nudges.done(to, table_id, recorded)
 
     # -- publication with the commit (decision 61) ---------------------------------------------------
 
@@ -494,13 +522,19 @@ class Backfiller:
         before this returns, with whatever an earlier run left pending.
         """
         deadline = time.monotonic() + wait_seconds
-        freed = 0  # refusals after which the lease was found free: looked at again at once (a few times)
+        again = 0  # refusals after which the table is looked at again at once (the lease was let go: a few times)
+        hinted = wait_seconds <= 0  # (a background run asks the database: it is what takes a lease let go)
         lock = self._locks.setdefault(table_id, asyncio.Lock())
         async with lock:
             if not defer_mark:
                 await self.mark_pending([table_id])
+            table: TableRow | None = None
+            target, needs_repair = -1, False
             while True:
-                await self._until_answered(table_id)  # this process asked the holder, which is publishing
+                # This process asked the holder, which is publishing: its answer says how far it recorded.
+                recorded = await self._until_answered(table_id)
+                if table is not None and recorded >= max(target, 0) and not needs_repair:
+                    return table.with_versions(table.latest_version, recorded)
                 remembered = self._from_memory(table_id, up_to) if defer_mark else None
                 if remembered is not None:
                     table, rows = remembered
@@ -529,7 +563,10 @@ class Backfiller:
                 )
                 if table.latest_backfilled_version >= target and not needs_repair:
                     return table
-                if await self._lease(table_id):
+                # A run of this process was refused the lease a moment ago: ask that holder at once, once. Wrong by
+                # now, the run it asks for takes a lease let go, or asks the new holder; this loop looks again.
+                hint = None if hinted else self._recent_holder(table_id)
+                if hint is None and await self._lease(table_id):
                     try:
                         if needs_repair and last_known_backfilled is not None:
                             fixed = await repair_hole(self.store, self.storage, table, last_known_backfilled)
@@ -557,14 +594,18 @@ class Backfiller:
                                                                  result.backfilled_through))
                     continue
                 waits = time.monotonic() <= deadline
-                free = await self._nudge_holder(table_id, target, answer=waits)
+                if hint is not None and waits:
+                    hinted = True
+                    free = not self._ask(hint, table_id, target, answer=True)  # (not delivered: ask the database)
+                else:
+                    free = await self._nudge_holder(table_id, target, answer=waits)
                 if not waits:
                     raise LeaseHeldElsewhere(
                         f"table {table_id} is being backfilled by another process; try again",
                         latest_table_version=table.reported_latest,
                     )
-                freed = freed + 1 if free else 0
-                if table_id not in self._asks and not 0 < freed <= 2:  # (asked: the loop waits for the answer)
+                again = again + 1 if free else 0
+                if table_id not in self._asks and not 0 < again <= 2:  # (asked: the loop waits for the answer)
                     await asyncio.sleep(WAIT_POLL_SECONDS)
 
     async def _run(self) -> None:
@@ -582,7 +623,8 @@ class Backfiller:
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + sweep_every
                 await self._release_idle(SWEEP_SECONDS)
-                self._asks = {t: a for t, a in self._asks.items() if a[1] > time.monotonic()}  # (answers lost)
+                self._asks = {t: a for t, a in self._asks.items() if a.until > time.monotonic()}  # (answers lost)
+                self._holders = {t: h for t, h in self._holders.items() if h[1] > time.monotonic() - SWEEP_SECONDS}
                 # In a process that ratifies, without an interval, the sweep is the fallback (decision 59): a
                 # table whose oldest unpublished commit is younger than a sweep has a run of the process that
                 # ratified it coming (or under way), and a process that committed nothing to it would only read

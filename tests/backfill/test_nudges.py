@@ -160,7 +160,7 @@ async def test_a_socket_folder_open_to_others_is_not_used(monkeypatch: pytest.Mo
     folder = tmp_path / f"commit-owner-{os.getuid()}"
     folder.mkdir(mode=0o777)
     folder.chmod(0o777)
-    opened = nudges.Nudges.open(f"{socket.gethostname()}:{os.getpid()}:abcdef12", lambda *a: None, lambda t: None)
+    opened = nudges.Nudges.open(f"{socket.gethostname()}:{os.getpid()}:abcdef12", lambda *a: None, lambda *a: None)
     assert opened is None
     assert list(folder.iterdir()) == []
 
@@ -180,7 +180,7 @@ async def test_the_socket_of_a_process_killed_without_stopping_is_removed_by_the
     left = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     left.bind(str(folder / f"{dead.stdout.strip()}-deadbeef"))  # as a SIGKILLed process leaves it
     left.close()
-    opened = nudges.Nudges.open(f"{socket.gethostname()}:{os.getpid()}:abcdef12", lambda *a: None, lambda t: None)
+    opened = nudges.Nudges.open(f"{socket.gethostname()}:{os.getpid()}:abcdef12", lambda *a: None, lambda *a: None)
     assert opened is not None
     try:
         assert [p.name for p in folder.iterdir()] == [f"{os.getpid()}-abcdef12"]
