@@ -55,6 +55,10 @@ async def _until(what: str, check, timeout: float = SOON) -> float:  # type: ign
     return time.monotonic() - started
 
 
+async def _true(value: bool) -> bool:
+    return value
+
+
 async def _holder(p: InProcess, table_id: str) -> str | None:
     return await p.store.leases.lease_holder(table_id)  # (beside the store's method, which the tests count)
 
@@ -99,6 +103,23 @@ async def test_an_explicit_backfill_through_a_process_without_the_lease_is_answe
         assert a.backend.exists(delta_file(loc, v))
         assert await _holder(a, tid) == a.backfiller.holder
         assert (await a.store.get_table(tid)).latest_backfilled_version >= v, "recorded before the answer"
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_a_waiting_backfill_that_asks_a_holder_gone_since_asks_the_database_and_the_holder_it_names(
+    pair: tuple[InProcess, InProcess],
+) -> None:
+    """B remembers for a moment who refused it a table's lease, and a backfill waiting there asks that holder
+    without a statement; when that process is gone (here a holder id of this host that no process answers to),
+    B asks the database who holds the lease and asks it."""
+    a, b = pair
+    tid, loc = await _leased_table(a)
+    await b.commit_ok(tid, 2)
+    await _until("B's run refused", lambda: _true(tid in b.backfiller._holders))  # (its commit's background run)
+    b.backfiller._holders[tid] = (f"{socket.gethostname()}:1:deadbeef", time.monotonic())  # (pid 1: not a backfiller)
+    reply = await asyncio.wait_for(b.backfill_to(tid, 2), SOON)
+    assert reply["latestBackfilledVersion"] >= 2 and a.backend.exists(delta_file(loc, 2))
+    assert await _holder(a, tid) == a.backfiller.holder
 
 
 @pytest.mark.asyncio(loop_scope="session")
