@@ -48,6 +48,7 @@ SWEEP_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 30.0
 LEASE_RETRY_SECONDS = 0.1  # another process holds the table's lease: look again this soon (not a failure)
 WAIT_POLL_SECONDS = 0.05  # an explicit backfill refused the lease looks again this soon, or when the holder answers
+HOLDER_SECONDS = 1.0  # who holds a table's lease, as a refusal read it, is asked again without a read this long
 
 
 def _merged(a: int | None, b: int | None) -> int | None:
@@ -235,10 +236,13 @@ class Backfiller:
 
     async def _nudge_holder(self, table_id: str, up_to: int | None, *, answer: bool) -> bool:
         """Refused ``table_id``'s lease: ask its holder, when it runs on this host, to publish through ``up_to`` now
-        (``answer``, for a backfill that waits: and to record it and say so, ``_until_answered``). One read of who
-        holds it, only on a refusal; never raises (the sweep stays the fallback). True when nobody held the
-        lease any more by then."""
+        (``answer``, for a backfill that waits: and to record it and say so, ``_until_answered``). Who holds it is
+        read only on a refusal, and at most once per HOLDER_SECONDS while the asks reach it; never raises (the
+        sweep stays the fallback). True when nobody held the lease any more by then."""
         if self._nudges is None:
+            return False
+        known = self._recent_holder(table_id, HOLDER_SECONDS)
+        if known is not None and self._ask(known, table_id, up_to, answer=answer):
             return False
         try:
             holder = await self.store.lease_holder(table_id)
@@ -258,20 +262,20 @@ class Backfiller:
             self._asks[table_id] = _Ask(time.monotonic() + WAIT_POLL_SECONDS)
         return sent
 
-    def _recent_holder(self, table_id: str) -> str | None:
-        """Who held ``table_id``'s lease when a run of this process was refused it, LEASE_RETRY_SECONDS ago at most
-        (a commit's background run, just before the writer's explicit backfill): asked again without a statement."""
+    def _recent_holder(self, table_id: str, within: float) -> str | None:
+        """Who held ``table_id``'s lease when a refusal of this process read it, ``within`` seconds ago at most."""
         known = self._holders.get(table_id)
-        if known is None or table_id in self._held or time.monotonic() - known[1] > LEASE_RETRY_SECONDS:
+        if known is None or table_id in self._held or time.monotonic() - known[1] > within:
             return None
         return known[0]
 
-    async def _until_answered(self, table_id: str) -> int:
+    async def _until_answered(self, table_id: str) -> int | None:
         """Until the holder this process asked to publish ``table_id`` answers, or WAIT_POLL_SECONDS after the ask;
-        the version through which it recorded the table published (-1: no answer, or nothing it could say)."""
+        the version through which it recorded the table published (-1: no answer, or nothing it could say; None:
+        no ask awaited)."""
         asked = self._asks.get(table_id)
         if asked is None:
-            return -1
+            return None
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(asked.answered.wait(), asked.until - time.monotonic())
         if self._asks.get(table_id) is asked:
@@ -532,9 +536,10 @@ class Backfiller:
             target, needs_repair = -1, False
             while True:
                 # This process asked the holder, which is publishing: its answer says how far it recorded.
-                recorded = await self._until_answered(table_id)
-                if table is not None and recorded >= max(target, 0) and not needs_repair:
-                    return table.with_versions(table.latest_version, recorded)
+                if (recorded := await self._until_answered(table_id)) is not None:
+                    if table is not None and recorded >= max(target, 0) and not needs_repair:
+                        return table.with_versions(table.latest_version, recorded)
+                    self._holders.pop(table_id, None)  # not that far: who holds the lease is read again
                 remembered = self._from_memory(table_id, up_to) if defer_mark else None
                 if remembered is not None:
                     table, rows = remembered
@@ -563,9 +568,10 @@ class Backfiller:
                 )
                 if table.latest_backfilled_version >= target and not needs_repair:
                     return table
-                # A run of this process was refused the lease a moment ago: ask that holder at once, once. Wrong by
-                # now, the run it asks for takes a lease let go, or asks the new holder; this loop looks again.
-                hint = None if hinted else self._recent_holder(table_id)
+                # A run of this process was refused the lease a moment ago (a commit's background run, just before
+                # its writer's explicit backfill): ask that holder at once, once, without a statement. Wrong by now,
+                # the run it asks for takes a lease let go, or asks the new holder; this loop looks again.
+                hint = None if hinted else self._recent_holder(table_id, LEASE_RETRY_SECONDS)
                 if hint is None and await self._lease(table_id):
                     try:
                         if needs_repair and last_known_backfilled is not None:
@@ -624,7 +630,7 @@ class Backfiller:
                 next_sweep = time.monotonic() + sweep_every
                 await self._release_idle(SWEEP_SECONDS)
                 self._asks = {t: a for t, a in self._asks.items() if a.until > time.monotonic()}  # (answers lost)
-                self._holders = {t: h for t, h in self._holders.items() if h[1] > time.monotonic() - SWEEP_SECONDS}
+                self._holders = {t: h for t, h in self._holders.items() if h[1] > time.monotonic() - HOLDER_SECONDS}
                 # In a process that ratifies, without an interval, the sweep is the fallback (decision 59): a
                 # table whose oldest unpublished commit is younger than a sweep has a run of the process that
                 # ratified it coming (or under way), and a process that committed nothing to it would only read
