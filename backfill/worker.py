@@ -536,7 +536,7 @@ class Backfiller:
             target, needs_repair = -1, False
             while True:
                 # This process asked the holder, which is publishing: its answer says how far it recorded.
-                if (recorded := await self._until_answered(table_id)) is not None:
+                if table_id in self._asks and (recorded := await self._until_answered(table_id)) is not None:
                     if table is not None and recorded >= max(target, 0) and not needs_repair:
                         return table.with_versions(table.latest_version, recorded)
                     self._holders.pop(table_id, None)  # not that far: who holds the lease is read again
