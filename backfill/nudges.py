@@ -11,11 +11,11 @@ again.
 A nudge only asks: whoever publishes still holds the lease, in the database, and publishes in order. A lost
 datagram (a full queue, a holder gone, a holder on another host) costs what the sweep costs, as before.
 
-The sockets live in one folder per user under the temporary directory (``$TMPDIR``), mode 0700, so only the
-same user's processes can nudge; a folder of that name owned by someone else, or open to others, is not used
-(the process then runs without nudges). Each socket is named ``<pid>-<tag>`` after its holder id; ``close``
-removes it, and the folder once it is empty. A process killed with SIGKILL leaves its socket file: the next
-backfiller to open removes those whose process is gone.
+The sockets live in one folder per user under the temporary directory (``$TMPDIR``, or ``/tmp`` when that is too
+deep for a socket's path), mode 0700, so only the same user's processes can nudge; a folder of that name owned by
+someone else, or open to others, is not used (the process then runs without nudges). Each socket is named
+``<pid>-<tag>`` after its holder id; ``close`` removes it, and the folder once it is empty. A process killed with
+SIGKILL leaves its socket file: the next backfiller to open removes those whose process is gone.
 """
 
 from __future__ import annotations
@@ -36,9 +36,16 @@ log = logging.getLogger("commit_owner.backfill")
 MAX_DATAGRAM = 256
 
 
-def folder() -> str:
-    """The folder of this user's backfiller sockets."""
-    return os.path.join(tempfile.gettempdir(), f"commit-owner-{os.getuid()}")
+#: The longest temporary directory the sockets' folder goes in; a deeper one is left for ``/tmp`` (a socket's path
+#: has room for 107 bytes on Linux: this, the folder's name and the longest socket name, Linux's largest pid).
+MAX_BASE = 107 - len("/commit-owner-4294967295/4194304-ffffffff")
+
+
+def folder(temporary: str | None = None) -> str:
+    """The folder of this user's backfiller sockets: in the temporary directory (``temporary``, by default this
+    process's), or in ``/tmp`` when that one is too deep for a socket's path."""
+    base = temporary or tempfile.gettempdir()
+    return os.path.join(base if len(base) <= MAX_BASE else "/tmp", f"commit-owner-{os.getuid()}")
 
 
 def address(holder: str) -> str | None:

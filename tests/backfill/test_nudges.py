@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import stat
 import tempfile
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,15 @@ async def _until(what: str, check, timeout: float = SOON) -> float:  # type: ign
         assert time.monotonic() - started < timeout, f"timed out waiting for {what}"
         await asyncio.sleep(0.01)
     return time.monotonic() - started
+
+
+@pytest.fixture
+def own_tmp(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A temporary directory of the test's own for the sockets' folder (short: a socket's path is short)."""
+    path = Path(tempfile.mkdtemp(prefix="nudge-", dir="/tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", str(path))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
 
 
 async def _true(value: bool) -> bool:
@@ -144,10 +154,8 @@ async def test_a_process_that_holds_every_lease_it_needs_never_reads_who_holds_o
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_start_and_stop_leave_no_socket_file_or_task_behind(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+async def test_start_and_stop_leave_no_socket_file_or_task_behind(request: pytest.FixtureRequest, own_tmp: Path) -> None:
+    tmp_path = own_tmp
     b = make_backend(request, "sqlite", "local", "nudge-stop")
     api = await InProcess.start(b, {"COMMIT_OWNER_BACKFILL": "false"})
     try:
@@ -176,9 +184,8 @@ def test_only_a_holder_on_this_host_with_a_holder_id_of_ours_has_an_address() ->
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_a_socket_folder_open_to_others_is_not_used(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    folder = tmp_path / f"commit-owner-{os.getuid()}"
+async def test_a_socket_folder_open_to_others_is_not_used(own_tmp: Path) -> None:
+    folder = own_tmp / f"commit-owner-{os.getuid()}"
     folder.mkdir(mode=0o777)
     folder.chmod(0o777)
     opened = nudges.Nudges.open(f"{socket.gethostname()}:{os.getpid()}:abcdef12", lambda *a: None, lambda *a: None)
@@ -187,16 +194,13 @@ async def test_a_socket_folder_open_to_others_is_not_used(monkeypatch: pytest.Mo
 
 
 @pytest.mark.asyncio(loop_scope="session")
-async def test_the_socket_of_a_process_killed_without_stopping_is_removed_by_the_next_to_open(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-) -> None:
+async def test_the_socket_of_a_process_killed_without_stopping_is_removed_by_the_next_to_open(own_tmp: Path) -> None:
     import subprocess
     import sys
 
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
                           check=True)
-    folder = tmp_path / f"commit-owner-{os.getuid()}"
+    folder = own_tmp / f"commit-owner-{os.getuid()}"
     folder.mkdir(mode=0o700)
     left = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
     left.bind(str(folder / f"{dead.stdout.strip()}-deadbeef"))  # as a SIGKILLed process leaves it
@@ -208,3 +212,12 @@ async def test_the_socket_of_a_process_killed_without_stopping_is_removed_by_the
     finally:
         opened.close()
     assert not folder.exists()
+
+
+def test_a_temporary_directory_too_deep_for_a_socket_path_is_left_for_tmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert nudges.folder("/tmp/" + "d" * 80) == f"/tmp/commit-owner-{os.getuid()}"
+    monkeypatch.setattr(tempfile, "tempdir", "/var/tmp")
+    assert nudges.folder() == f"/var/tmp/commit-owner-{os.getuid()}"
+    monkeypatch.setattr(tempfile, "tempdir", "/tmp/" + "d" * (nudges.MAX_BASE - len("/tmp/")))
+    longest = nudges.address(f"{socket.gethostname()}:4194304:ffffffff")
+    assert longest is not None and len(longest) <= 107 and longest.startswith("/tmp/ddd")
