@@ -11,6 +11,9 @@ table; within a process a per-table lock does the same.
 The background runs record what they published a moment later (``backfill_mark_delay_ms``), the marks of every
 table pending then in one grouped round trip: the files are published at once, only their bookkeeping waits
 (decision 44). An explicit backfill, a lease handed back and ``stop`` record the pending marks first.
+
+A process refused a table's lease nudges the holder when it runs on the same host (``nudges.py``, decision 66):
+the holder runs the table at once, not at its sweep, and answers an explicit backfill waiting in the sender.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from coordinator.storage import Prepared, StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 from coordinator.store.rows import now_ms
 
+from .nudges import Nudges
 from .publisher import BackfillResult, backfill_table, repair_hole
 
 if TYPE_CHECKING:
@@ -43,6 +47,8 @@ log = logging.getLogger("commit_owner.backfill")
 SWEEP_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 30.0
 LEASE_RETRY_SECONDS = 0.1  # another process holds the table's lease: look again this soon (not a failure)
+WAIT_POLL_SECONDS = 0.05  # an explicit backfill refused the lease looks again this soon, or when the holder answers
+HOLDER_SECONDS = 1.0  # who holds a table's lease, as a refusal read it, is asked again without a read this long
 
 
 def _merged(a: int | None, b: int | None) -> int | None:
@@ -72,6 +78,15 @@ PUBLISH_MARGIN_SECONDS = 1.0
 
 class LeaseHeldElsewhere(UnavailableError):
     """Another process (another worker of `serve --workers N`, a `backfill-worker`) is backfilling the table."""
+
+
+class _Ask:
+    """An ask this process sent to a table's holder (decision 66), awaited until ``until`` (monotonic time)."""
+
+    def __init__(self, until: float) -> None:
+        self.until = until
+        self.answered = asyncio.Event()
+        self.recorded = -1  # the answer: through which version the holder recorded the table published
 
 
 class Backfiller:
@@ -128,6 +143,13 @@ class Backfiller:
         self._mark_tries: dict[str, int] = {}  # tables left by timed flushes in a row (their row was held)
         self._recorded: dict[str, int] = {}  # the mark this process last recorded or carried, by table
         self._flushing: set[asyncio.Task[None]] = set()
+        # This process's socket for nudges (decision 66), open while the background backfiller runs.
+        self._nudges: Nudges | None = None
+        # Processes of this host that asked for a run of a table and wait for its answer: table id -> addresses.
+        self._waiting: dict[str, set[str]] = {}
+        # Asks this process sent to a table's holder and awaits the answer of (a backfill waits): by table id.
+        self._asks: dict[str, _Ask] = {}
+        self._holders: dict[str, tuple[str, float]] = {}  # table id -> who a refusal found holding it, and when
 
     @contextlib.contextmanager
     def own_publication(self, table_id: str, version: int) -> Iterator[None]:
@@ -143,10 +165,15 @@ class Backfiller:
 
     async def start(self) -> None:
         if self.background and self._task is None:
+            self._nudges = Nudges.open(self.holder, self._asked, self._answered)
             self._task = asyncio.create_task(self._run(), name="commit-owner-backfiller")
 
     async def stop(self) -> None:
         task, self._task = self._task, None
+        nudges, self._nudges = self._nudges, None
+        if nudges is not None:
+            nudges.close()
+        self._waiting.clear()
         if task is not None:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
@@ -192,6 +219,11 @@ class Backfiller:
         except CommitOwnerError:
             pass  # it expires by itself
 
+    def _idle_here(self, table_id: str) -> bool:
+        """No commit of this process asked for ``table_id`` within a sweep: a run it made for another process (its
+        sweep, a nudge) hands the lease back, so that the process whose commits drive the table takes it."""
+        return time.monotonic() - self._triggered.get(table_id, 0.0) > SWEEP_SECONDS
+
     async def _release_idle(self, idle_seconds: float) -> None:
         """Hand back leases of tables this process has not backfilled for ``idle_seconds``."""
         now = time.monotonic()
@@ -199,6 +231,84 @@ class Backfiller:
             lock = self._locks.get(table_id)
             if now - used >= idle_seconds and table_id not in self._pending and not (lock and lock.locked()):
                 await self._release(table_id)
+
+    # -- nudges between the processes of one host (decision 66) -------------------------------------------
+
+    async def _nudge_holder(self, table_id: str, up_to: int | None, *, answer: bool) -> bool:
+        """Refused ``table_id``'s lease: ask its holder, when it runs on this host, to publish through ``up_to`` now
+        (``answer``, for a backfill that waits: and to record it and say so, ``_until_answered``). Who holds it is
+        read only on a refusal, and at most once per HOLDER_SECONDS while the asks reach it; never raises (the
+        sweep stays the fallback). True when nobody held the lease any more by then."""
+        if self._nudges is None:
+            return False
+        known = self._recent_holder(table_id, HOLDER_SECONDS)
+        if known is not None and self._ask(known, table_id, up_to, answer=answer):
+            return False
+        try:
+            holder = await self.store.lease_holder(table_id)
+        except CommitOwnerError:
+            return False
+        if holder is None or holder == self.holder:
+            self._holders.pop(table_id, None)
+            return holder is None
+        self._holders[table_id] = (holder, time.monotonic())
+        self._ask(holder, table_id, up_to, answer=answer)
+        return False
+
+    def _ask(self, holder: str, table_id: str, up_to: int | None, *, answer: bool) -> bool:
+        """Send the ask (``Nudges.ask``); whether it was delivered."""
+        sent = self._nudges is not None and self._nudges.ask(holder, table_id, up_to, answer=answer)
+        if sent and answer:
+            self._asks[table_id] = _Ask(time.monotonic() + WAIT_POLL_SECONDS)
+        return sent
+
+    def _recent_holder(self, table_id: str, within: float) -> str | None:
+        """Who held ``table_id``'s lease when a refusal of this process read it, ``within`` seconds ago at most."""
+        known = self._holders.get(table_id)
+        if known is None or table_id in self._held or time.monotonic() - known[1] > within:
+            return None
+        return known[0]
+
+    async def _until_answered(self, table_id: str) -> int | None:
+        """Until the holder this process asked to publish ``table_id`` answers, or WAIT_POLL_SECONDS after the ask;
+        the version through which it recorded the table published (-1: no answer, or nothing it could say; None:
+        no ask awaited)."""
+        asked = self._asks.get(table_id)
+        if asked is None:
+            return None
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asked.answered.wait(), asked.until - time.monotonic())
+        if self._asks.get(table_id) is asked:
+            del self._asks[table_id]
+        return asked.recorded
+
+    def _asked(self, table_id: str, up_to: int | None, waiting: str | None) -> None:
+        """Another process of this host asks for a run of ``table_id`` (``Nudges``): one more ask for the
+        background loop, merged with the others. When a backfill ``waiting`` there asks, the run that takes it
+        records its mark at once and answers (else the mark waits, as the marks of its own runs do: decisions 44
+        and 62; recorded at once, it would meet this process's ratifications on the table's row)."""
+        if self._task is not None:
+            if waiting is not None:
+                self._waiting.setdefault(table_id, set()).add(waiting)
+            self._enqueue(table_id, up_to)
+
+    def _answered(self, table_id: str, recorded: int) -> None:
+        if (asked := self._asks.pop(table_id, None)) is not None:
+            asked.recorded = recorded
+            asked.answered.set()
+
+    async def _answer(self, table_id: str, senders: set[str]) -> None:
+        """A run of ``table_id`` that ``senders`` asked for ended (published, refused or failed): record what it
+        published, and tell them through which version the table is recorded published (everything this process
+        published, once nothing of it is left unrecorded; -1 when it cannot say: they look at the table again)."""
+        try:
+            await self.mark_pending([table_id])
+        except CommitOwnerError:
+            pass
+        recorded = -1 if table_id in self._unmarked else self.published_through(table_id)
+        if self._nudges is not None:
+            for to in senders:
+                self._nudges.done(to, table_id, recorded)
 
     # -- publication with the commit (decision 61) ---------------------------------------------------
 
@@ -416,11 +526,20 @@ class Backfiller:
         before this returns, with whatever an earlier run left pending.
         """
         deadline = time.monotonic() + wait_seconds
+        again = 0  # refusals after which the table is looked at again at once (the lease was let go: a few times)
+        hinted = wait_seconds <= 0  # (a background run asks the database: it is what takes a lease let go)
         lock = self._locks.setdefault(table_id, asyncio.Lock())
         async with lock:
             if not defer_mark:
                 await self.mark_pending([table_id])
+            table: TableRow | None = None
+            target, needs_repair = -1, False
             while True:
+                # This process asked the holder, which is publishing: its answer says how far it recorded.
+                if table_id in self._asks and (recorded := await self._until_answered(table_id)) is not None:
+                    if table is not None and recorded >= max(target, 0) and not needs_repair:
+                        return table.with_versions(table.latest_version, recorded)
+                    self._holders.pop(table_id, None)  # not that far: who holds the lease is read again
                 remembered = self._from_memory(table_id, up_to) if defer_mark else None
                 if remembered is not None:
                     table, rows = remembered
@@ -449,7 +568,11 @@ class Backfiller:
                 )
                 if table.latest_backfilled_version >= target and not needs_repair:
                     return table
-                if await self._lease(table_id):
+                # A run of this process was refused the lease a moment ago (a commit's background run, just before
+                # its writer's explicit backfill): ask that holder at once, once, without a statement. Wrong by now,
+                # the run it asks for takes a lease let go, or asks the new holder; this loop looks again.
+                hint = None if hinted else self._recent_holder(table_id, LEASE_RETRY_SECONDS)
+                if hint is None and await self._lease(table_id):
                     try:
                         if needs_repair and last_known_backfilled is not None:
                             fixed = await repair_hole(self.store, self.storage, table, last_known_backfilled)
@@ -476,12 +599,20 @@ class Backfiller:
                             table, latest_backfilled_version=max(table.latest_backfilled_version,
                                                                  result.backfilled_through))
                     continue
-                if time.monotonic() > deadline:
+                waits = time.monotonic() <= deadline
+                if hint is not None and waits:
+                    hinted = True
+                    free = not self._ask(hint, table_id, target, answer=True)  # (not delivered: ask the database)
+                else:
+                    free = await self._nudge_holder(table_id, target, answer=waits)
+                if not waits:
                     raise LeaseHeldElsewhere(
                         f"table {table_id} is being backfilled by another process; try again",
                         latest_table_version=table.reported_latest,
                     )
-                await asyncio.sleep(0.05)
+                again = again + 1 if free else 0
+                if table_id not in self._asks and not 0 < again <= 2:  # (asked: the loop waits for the answer)
+                    await asyncio.sleep(WAIT_POLL_SECONDS)
 
     async def _run(self) -> None:
         interval = self.settings.backfill_interval_ms / 1000.0
@@ -498,6 +629,8 @@ class Backfiller:
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + sweep_every
                 await self._release_idle(SWEEP_SECONDS)
+                self._asks = {t: a for t, a in self._asks.items() if a.until > time.monotonic()}  # (answers lost)
+                self._holders = {t: h for t, h in self._holders.items() if h[1] > time.monotonic() - HOLDER_SECONDS}
                 # In a process that ratifies, without an interval, the sweep is the fallback (decision 59): a
                 # table whose oldest unpublished commit is younger than a sweep has a run of the process that
                 # ratified it coming (or under way), and a process that committed nothing to it would only read
@@ -548,6 +681,7 @@ class Backfiller:
     async def _one(self, table_id: str, up_to: int | None, by_interval: bool) -> None:
         self._progressed.discard(table_id)
         swept = up_to == -2
+        asked = self._waiting.pop(table_id, None)  # (the asks that come during the run wait for the next one)
         try:
             if up_to == -2:
                 table = await self.store.get_table(table_id)
@@ -562,9 +696,10 @@ class Backfiller:
                 up_to = None  # everything ratified: also what other processes (workers) ratified meanwhile
             await self.backfill(table_id, up_to, wait_seconds=0.0, defer_mark=True)
             self._backoff.pop(table_id, None)
-            if swept and time.monotonic() - self._triggered.get(table_id, 0.0) > SWEEP_SECONDS:
-                # A sweep is the fallback: hand the lease back to the process whose commits drive the table,
-                # else a sweeping process that commits nothing to it keeps it and the committing one waits.
+            if table_id in self._held and self._idle_here(table_id):
+                # A run for another process (a sweep, a nudge): hand the lease back to the process whose commits
+                # drive the table, else a process that commits nothing to it keeps it and the committing one
+                # waits (and nudges it) for every commit.
                 await self._release(table_id)
         except asyncio.CancelledError:
             raise
@@ -590,7 +725,11 @@ class Backfiller:
             except CommitOwnerError:
                 pass
         finally:
-            self._sem.release()
-            self._running.discard(table_id)
-            if table_id in self._pending:
-                self._wake.set()
+            try:
+                if asked:
+                    await self._answer(table_id, asked)
+            finally:
+                self._sem.release()
+                self._running.discard(table_id)
+                if table_id in self._pending:
+                    self._wake.set()

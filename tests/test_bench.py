@@ -149,7 +149,7 @@ def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     (["--duration", "-1"], "must be positive"),
     (["--database", "mysql"], "mysql"),
     (["--workers", "-1"], "--workers"),
-    (["--only", "11"], "scenario numbers are 0 to 10"),
+    (["--only", "12"], "scenario numbers are 0 to 11"),
     (["--only", "1,two"], "comma-separated list of scenario numbers"),
 ])
 def test_bad_options_are_refused_before_anything_starts(args: list[str], message: str, tmp_path) -> None:
@@ -187,6 +187,16 @@ def _assert_scenario_8(report: dict) -> None:
         assert row["work"]["storage_put_if_absent"] <= (2.5 if api == "api/v1" else 1.1), row["work"]
 
 
+def _assert_scenario_11(report: dict) -> None:
+    """A user's sequential write_table appends through the service's workers, each published before it returned,
+    measured end to end against the target of issue 39."""
+    row = _row(report, "11. write_table")
+    assert row["ops"] >= 20 and row["failures"] == 0 and row["p99_ms"] >= row["p50_ms"] > 0, row
+    assert row["workers"] == report["service_workers"] and row["work"]["commits"] >= row["ops"], row
+    target = next(t for t in report["targets"] if t["target"] == "write_table p99 (ms)")
+    assert target["measured"] == row["p99_ms"] and target["rule"] == "< 50"
+
+
 def _row(report: dict, prefix: str, system: str = "owner") -> dict:
     return next(r for r in report["results"] if r["scenario"].startswith(prefix) and r["system"] == system)
 
@@ -210,7 +220,7 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
     assert _row(report, "0b. parallel floor, 8 tables", "floor")["ops"] > 0
     assert _row(report, "0b. parallel card floor, 8 tables", "floor")["ops"] > 0
     assert _row(report, "2n. one table, 16 writers without tickets")["ops"] > 0
-    assert len(report["targets"]) == 17 + 2 + 1 and all(isinstance(t["met"], bool) for t in report["targets"])
+    assert len(report["targets"]) == 18 + 2 + 1 and all(isinstance(t["met"], bool) for t in report["targets"])
     ui_pages = [r for r in report["results"] if r["scenario"].startswith("9. UI ")]  # scenario 9, at the grown size
     assert len(ui_pages) == 7 and all(r["ops"] == 3 and r["p50_ms"] > 0 for r in ui_pages), ui_pages
     assert any(t["target"] == "UI page p95 after growth (ms)" and t["measured"] > 0 for t in report["targets"])
@@ -226,6 +236,7 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
         assert cpu["service_cpu_ms_per_commit"] == pytest.approx(cpu["service_cpu_s"] / row["ops"] * 1000, rel=0.01)
     assert report["growth"]["commit_rows_total"] >= 200 * 20
     _assert_scenario_8(report)
+    _assert_scenario_11(report)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -244,6 +255,7 @@ def test_smoke_on_postgres_counts_the_work_per_commit(tmp_path, pg_admin_url: st
     assert work["db_round_trips"] == pytest.approx(work["db_statements"] + 2 * work["db_transactions"], abs=0.01)
     assert report["growth"]["tables_total"] >= 200
     _assert_scenario_8(report)
+    _assert_scenario_11(report)
 
 
 def test_only_runs_the_scenarios_asked_for_and_their_targets(tmp_path) -> None:

@@ -45,7 +45,7 @@ class BenchOptions:
     default_settings: bool = True  # scenario 3 once more on a service with default settings
     workers: int = 0  # the service's processes (serve --workers); 0 = serve's default, the number of CPUs
     tx_sizes: tuple[int, ...] = (2, 8, 32)  # scenario 10 (coordinator/bench/transactions.py); () skips it
-    only: tuple[int, ...] = ()  # the scenarios to run (0-10; 9 runs after 6's growth); empty: all of them
+    only: tuple[int, ...] = ()  # the scenarios to run (0-11; 9 runs after 6's growth); empty: all of them
 
     def wants(self, scenario: int) -> bool:
         return not self.only or scenario in self.only
@@ -235,6 +235,26 @@ class Bench:
             row = self._record(name, "owner", sample, settings=self.env.settings, **extra)
             self.say(f"  {'':<34} {'':<9} {row['commits_per_second']:.1f} commits/s over {extra['tables']} tables")
 
+    def _write_table(self) -> None:
+        """Scenario 11: a user's sequential small ``write_table`` appends, each end to end (``writes.py``)."""
+        from client import CommitOwnerClient
+
+        from . import writes
+
+        assert self.env is not None
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            self.say("  scenario 11 skipped: write_table needs pyarrow (pip install 'delta-commit-owner[bench]')")
+            return
+        (table,) = self._new_tables(1)
+        with CommitOwnerClient(self.env.endpoint) as c:
+            location = c.get_table(table).location
+        sample, latest, work = writes.run(self.env, location, self.opts.duration)
+        self.checks[table] = latest
+        self._record("11. write_table, 3 rows, sequential", "owner", sample, work=work, settings=self.env.settings,
+                     workers=self.env.service_workers)
+
     def _checks(self, env: BenchEnv) -> dict[str, int]:
         """The expected latest versions of ``env``'s tables (the twin keeps its own)."""
         return self.twin_checks if env is self.twin else self.checks
@@ -310,6 +330,8 @@ class Bench:
                 asyncio.run(self._catalog_commits())
             if o.tx_sizes and o.wants(10):
                 asyncio.run(self._transactions())
+            if o.wants(11):
+                self._write_table()
             if o.open_versions and o.wants(7):
                 self.say(f"  scenario 7: a {o.open_versions}-version table, opened without and with checkpoints ...")
                 for name, reader, sample in checkpoints.run(self.env, o.open_versions, o.open_repeats):
@@ -457,6 +479,9 @@ def targets(results: list[dict[str, Any]], before: dict[str, Any] | None, after:
     lag = next((r for r in results if r["scenario"].endswith("backfill lag")), None)
     add(f"backfill lag p99 at {o.lag_rate:g}/s (ms)", lag and lag["p99_ms"], "<", 10.0,
         "time from acknowledgment to <v>.json readable")
+    writes = _find(results, "11. write_table", "owner")
+    add("write_table p99 (ms)", writes and writes["p99_ms"], "<", 50.0,
+        "scenario 11: sequential small write_table appends through serve's workers, each until published (issue 39)")
     if before is not None and after is not None:
         _growth_targets(add, before, after)
     # --only: the targets of the scenarios left out are left out too (a full run reports them as not met)

@@ -31,7 +31,7 @@ import click
 @click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes of the bench's service (serve --workers); 0 = serve's default, the number of CPUs.")
 @click.option("--only", default=None,
-              help="Run only these scenarios, comma-separated numbers 0-10 (e.g. 1,2: one writer, then "
+              help="Run only these scenarios, comma-separated numbers 0-11 (e.g. 1,2: one writer, then "
                    "racing writers; 9 needs 6); the targets of the others are left out.")
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--no-default-settings", is_flag=True,
@@ -82,8 +82,8 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
         except ValueError:
             raise click.BadParameter(f"a comma-separated list of scenario numbers, not {only!r}",
                                      param_hint="--only") from None
-        if not kw["only"] or not all(0 <= n <= 10 for n in kw["only"]):
-            raise click.BadParameter("scenario numbers are 0 to 10", param_hint="--only")
+        if not kw["only"] or not all(0 <= n <= 11 for n in kw["only"]):
+            raise click.BadParameter("scenario numbers are 0 to 11", param_hint="--only")
     if tx_sizes is not None:
         try:
             kw["tx_sizes"] = tuple(int(x) for x in tx_sizes.split(",") if x.strip() and int(x) != 0)

@@ -1,7 +1,8 @@
 """Backfill leases: which process publishes a table's commits, a holder and an expiry on its ``owned_tables`` row.
 
 A lease is taken or renewed by one conditional UPDATE: it succeeds when the lease is free, expired or already
-the holder's. A dead holder's lease expires; nothing else ever breaks one.
+the holder's. A dead holder's lease expires; nothing else ever breaks one. A process refused the lease may read
+who holds it (``lease_holder``, one more statement, only then) to ask the holder to publish (decision 66).
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from sqlalchemy import and_, bindparam, or_, update
+from sqlalchemy import and_, bindparam, or_, select, update
 
 from .db import Db
 from .rows import now_ms
@@ -27,6 +28,13 @@ class Leases:
         async with self.db.tx(single=True) as conn:
             return await self.db.driver.matched(conn, _acquire(), params)
 
+    async def lease_holder(self, table_id: str) -> str | None:
+        """Who holds the table's lease now (None: nobody, or an expired holder); what a process refused the lease
+        reads, and only then: the answer is a hint, since the lease may change hands the next moment."""
+        async with self.db.tx(single=True) as conn:
+            rows = await self.db.driver.run(conn, _holder(), {"p_table_id": table_id, "p_now": now_ms()})
+        return rows[0][0] if rows else None
+
     async def release_lease(self, table_id: str, holder: str) -> None:
         async with self.db.tx(single=True) as conn:
             await self.db.driver.run(conn, _release(), {"p_table_id": table_id, "p_holder": holder})
@@ -42,6 +50,13 @@ def _acquire() -> Any:
             .where(and_(t.table_id == bindparam("p_table_id"),
                         or_(t.lease_owner.is_(None), t.lease_owner == holder, t.lease_expires_at < bindparam("p_now"))))
             .values(lease_owner=holder, lease_expires_at=bindparam("p_expires", type_=t.lease_expires_at.type)))
+
+
+@functools.cache
+def _holder() -> Any:
+    t = owned_tables.c
+    return select(t.lease_owner).where(and_(t.table_id == bindparam("p_table_id"), t.lease_owner.is_not(None),
+                                            t.lease_expires_at >= bindparam("p_now")))
 
 
 @functools.cache

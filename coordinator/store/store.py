@@ -175,6 +175,9 @@ class OwnershipStore:
     async def acquire_lease(self, table_id: str, holder: str, ttl_seconds: float) -> bool:
         return await self.leases.acquire_lease(table_id, holder, ttl_seconds)
 
+    async def lease_holder(self, table_id: str) -> str | None:
+        return await self.leases.lease_holder(table_id)
+
     async def release_lease(self, table_id: str, holder: str) -> None:
         await self.leases.release_lease(table_id, holder)
 

@@ -97,7 +97,9 @@ async def test_the_next_commit_records_what_was_published_before_it(backend, pub
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_refused_commit_carries_no_mark_and_changes_nothing(backend) -> None:  # type: ignore[no-untyped-def]
     a = await _start(backend)
-    b = await _start(backend)  # another process, which publishes nothing of this table
+    # Another process, which publishes nothing of this table. Without a backfiller: one would ask A, the lease
+    # holder, to publish its commit at once, and A would record its marks then (decision 66).
+    b = await _start(backend, COMMIT_OWNER_BACKFILL="false")
     a_running = True
     try:
         tid, loc = await a.create_table()

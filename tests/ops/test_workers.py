@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from backfill import nudges
 from client import CommitFailedError
 from tests.conftest import make_backend
 from tests.support import ROOT, Backend, Service, actions, create_owned_table, delta_file, free_port, ndjson, wait_until
@@ -163,12 +164,19 @@ def test_sigterm_stops_every_worker_and_removes_the_metrics_folder(request: pyte
         pids = svc.worker_pids()
         [metrics_dir] = tmp_path.glob("commit-owner-metrics-*")
         assert metrics_dir.is_dir() and any(metrics_dir.iterdir())
+        # each worker's backfiller listens for nudges from the other (decision 66), on a socket named after it
+        sockets = Path(nudges.folder(str(tmp_path)))
+
+        def socket_pids() -> set[int]:
+            return {int(p.name.split("-")[0]) for p in sockets.glob("*")}
+
+        wait_until(lambda: set(pids) <= socket_pids(), timeout=10, what="a nudge socket per worker")
         assert svc.proc is not None
         svc.proc.send_signal(signal.SIGTERM)
         assert svc.proc.wait(30) == 0
         for pid in pids:
             assert not Path(f"/proc/{pid}").exists() or "zombie" in Path(f"/proc/{pid}/status").read_text()
-        assert not metrics_dir.exists()
+        assert not metrics_dir.exists() and not set(pids) & socket_pids()
         serve = [(r["pid"], r["msg"]) for r in _records(svc) if r["logger"] == "commit_owner.serve"]
         assert {pid for pid, msg in serve if msg == "commit-owner stopped"} == {*pids, svc.proc.pid}
         assert serve[-1] == (svc.proc.pid, "commit-owner stopped")
