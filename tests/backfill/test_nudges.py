@@ -91,11 +91,13 @@ async def test_a_commit_of_a_process_without_the_lease_is_published_by_the_holde
     holder_reads = calls(a.store, "lease_holder")
     for v in (2, 3, 4):
         reply = await b.commit_ok(tid, v)
-        assert reply["path"] == staged_file(loc, "_commits", reply["fileName"]), "B does not hold the lease"
+        assert reply["path"] == staged_file(loc, "_commits", reply["fileName"]), "every answer names the staged file"
         await _until(f"version {v} published", lambda v=v: asyncio.to_thread(a.backend.exists, delta_file(loc, v)))
         assert await _holder(a, tid) == a.backfiller.holder, "published by the holder, which keeps its lease"
     assert holder_reads == [], "the holder never asks who holds the lease"
-    assert (await a.commit_ok(tid, 5))["path"] == delta_file(loc, 5), "A's own commits still publish themselves"
+    own = await a.commit_ok(tid, 5)
+    assert await asyncio.to_thread(a.backend.exists, delta_file(loc, 5)), "A's own commits still publish themselves"
+    assert await asyncio.to_thread(a.backend.exists, own["path"]), "... and have their staged file"
 
 
 @pytest.mark.asyncio(loop_scope="session")
