@@ -183,6 +183,8 @@ async def test_a_commit_refused_after_its_file_was_prepared_leaves_nothing_behin
         published = await a.commit_ok(tid, 2)
         assert a.backend.exists(published["path"]) and a.backend.exists(delta_file(loc, 2))
         theirs = await b.commit_ok(tid, 3)
+        # a publishes it as the lease holder, asked by b (decision 66): the log settles before the refusal
+        await _until("version 3 published", lambda: a.backend.exists(delta_file(loc, 3)))
         before = a.backend.snapshot(loc), db_commit_files(a.backend.database_url, tid)
         status, reply = await a.commit(tid, 3, ndjson(actions(tag="late")))
         assert status == 409 and reply["error"]["code"] == "COMMIT_VERSION_CONFLICT", reply
