@@ -61,6 +61,8 @@ def tree(path: str) -> dict[str, bytes]:
     for root, _dirs, files in os.walk(path):
         for f in files:
             full = os.path.join(root, f)
+            if not os.path.isfile(full):  # a service's backfill socket (decision 66) is not storage
+                continue
             with open(full, "rb") as fh:
                 out[os.path.relpath(full, path)] = fh.read()
     return out

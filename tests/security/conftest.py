@@ -129,7 +129,8 @@ class State:
                 p = os.path.join(d, name)
                 if os.path.islink(p):
                     out[p] = ("link:" + os.readlink(p)).encode()
-                elif not name.startswith(".tmp-") and not name.endswith((".db", ".db-wal", ".db-shm", ".log")):
+                elif not name.startswith(".tmp-") and not name.endswith((".db", ".db-wal", ".db-shm", ".log")) \
+                        and os.path.isfile(p):  # (not a service's backfill socket in the test's TMPDIR)
                     with open(p, "rb") as f:
                         out[p] = f.read()
         return out
