@@ -153,8 +153,8 @@ class Backend:
         """Every file under ``location`` with its bytes (to assert that refusals change nothing)."""
         fs = self.fs()
         base = self._p(location)
-        try:
-            paths = fs.find(base)
+        try:  # regular files only: a service's backfill socket may live in a test's folder (decision 66)
+            paths = [p for p, info in fs.find(base, detail=True).items() if info.get("type") == "file"]
         except FileNotFoundError:
             return {}
         out: dict[str, bytes] = {}
