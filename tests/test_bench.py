@@ -267,9 +267,11 @@ def test_only_runs_the_scenarios_asked_for_and_their_targets(tmp_path) -> None:
     assert proc.returncode == 0, proc.stderr[-4000:]
     report = json.loads(out.read_text())
     assert {r["scenario"] for r in report["results"]} == {"1. one table, 1 writer", "2. one table, 4 writers",
-                                                          "2. one table, 16 writers"}
+                                                          "2. one table, 16 writers",
+                                                          "2n. one table, 16 writers without tickets"}
     assert report["growth"] is None and report["consistency"]["violations"] == []
-    assert [t["target"] for t in report["targets"]] == ["16 writers rate / 1 writer rate",
-                                                        "16 writers Jain's fairness index", "16 writers p99 (ms)"]
+    assert [t["target"] for t in report["targets"]] == [
+        "16 writers rate / 1 writer rate", "16 writers Jain's fairness index", "16 writers p99 (ms)",
+        "16 writers without tickets rate / 1 writer rate", "16 writers without tickets: smallest share / fair share"]
     sixteen = _row(report, "2. one table, 16 writers")
     assert sixteen["fairness"]["writers"] == 16 and sixteen["ops"] > 0

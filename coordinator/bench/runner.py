@@ -245,7 +245,7 @@ class Bench:
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            self.say("  scenario 11 skipped: write_table needs pyarrow (pip install 'delta-commit-owner[bench]')")
+            self.say("  scenario 11 skipped: write_table needs pyarrow (make install-test installs it)")
             return
         (table,) = self._new_tables(1)
         with CommitOwnerClient(self.env.endpoint) as c:
