@@ -30,17 +30,16 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
+from backfill.nudges import Nudges
+from backfill.publisher import BackfillResult, backfill_table, repair_hole
 from client.contract.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
-from coordinator.settings import Settings
+from coordinator.runtime.settings import Settings
 from coordinator.storage import Prepared, StorageRouter
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 from coordinator.store.rows import now_ms
 
-from .nudges import Nudges
-from .publisher import BackfillResult, backfill_table, repair_hole
-
 if TYPE_CHECKING:
-    from coordinator.metrics import Metrics
+    from coordinator.runtime.metrics import Metrics
 
 log = logging.getLogger("commit_owner.backfill")
 

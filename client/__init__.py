@@ -5,13 +5,13 @@ writes pyarrow, pandas or Polars data to an owned table and :func:`read_table` r
 (both import pyarrow when called).
 """
 
-from .contract.errors import *  # noqa: F401,F403
-from .contract.errors import __all__ as _errors_all
-from .http import CommitOwnerClient, encode_actions
-from .models import Commit, CommitsPage, TableInfo, TransactionResult
-from .read import read_table, read_tables
-from .transaction import Transaction, transaction
-from .write import write_table
+from client.contract.errors import *  # noqa: F401,F403
+from client.contract.errors import __all__ as _errors_all
+from client.http import CommitOwnerClient, encode_actions
+from client.models import Commit, CommitsPage, TableInfo, TransactionResult
+from client.read import read_table, read_tables
+from client.transaction import Transaction, transaction
+from client.write import write_table
 
 __all__ = ["CommitOwnerClient", "Commit", "CommitsPage", "TableInfo", "Transaction", "TransactionResult", "encode_actions",
            "read_table", "read_tables", "transaction", "write_table", *_errors_all]

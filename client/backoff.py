@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import random
 
-from .contract.errors import RetrySlot
+from client.contract.errors import RetrySlot
 
 #: A commit that lost the race for its version waits up to this long before its first new attempt ...
 CONFLICT_BACKOFF_BASE = 0.002

@@ -12,7 +12,7 @@ import io
 from collections.abc import Iterable
 from typing import Any
 
-from .contract.errors import CheckpointUnreadableError
+from client.contract.errors import CheckpointUnreadableError
 
 # Fields that are Parquet maps in a checkpoint and JSON objects in a commit file.
 _MAP_FIELDS = frozenset({"partitionValues", "configuration", "options", "tags"})

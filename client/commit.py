@@ -30,19 +30,19 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-from .actions import ENGINE_INFO, DataFile, Mode, add_action, commit_info, next_in_commit_timestamp, remove_action
-from .backoff import conflict_wait
-from .contract.errors import (
+from client.actions import ENGINE_INFO, DataFile, Mode, add_action, commit_info, next_in_commit_timestamp, remove_action
+from client.backoff import conflict_wait
+from client.contract.errors import (
     CommitStateUnknownError,
     CommitVersionConflictError,
     NotADeltaTableError,
     TableAlreadyExistsError,
     TableChangedError,
 )
-from .contract.layout import new_batch_folder, normalize_location
-from .http import ENDPOINT_ENV, CommitOwnerClient
-from .models import carried_commits
-from .publish import await_published
+from client.contract.layout import new_batch_folder, normalize_location
+from client.http import ENDPOINT_ENV, CommitOwnerClient
+from client.models import carried_commits
+from client.publish import await_published
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ def owner_client(client: CommitOwnerClient | None, endpoint: str | None, token: 
 
 def load(location: str, client: CommitOwnerClient | None, storage_options: Mapping[str, Any] | None,
          version: int | None = None) -> Any:
-    from .snapshot import load_snapshot
+    from client.snapshot import load_snapshot
 
     return load_snapshot(location, version, client=client, storage_options=storage_options)
 
@@ -186,7 +186,7 @@ def rebase(snap: Any, conflict: CommitVersionConflictError, version: int, owner:
            storage_options: Mapping[str, Any] | None) -> Any:
     """The table after the commits that beat ``version``: ``snap`` moved forward by the commits the refusal
     carried (their files read from storage, no question to the owner), else the table loaded again."""
-    from .snapshot import advance_snapshot
+    from client.snapshot import advance_snapshot
 
     carried = carried_commits(conflict, version)
     if carried is not None:
@@ -209,8 +209,8 @@ def open_target(location: str, schema_json: Mapping[str, Any], options: WriteOpt
     """Load the owned table at ``location`` (creating it when it is not a Delta table yet, or waiting for a
     concurrent creator's version 0) and check the data's schema and partition columns against it: step 1 of
     :func:`write_and_commit`, before any file is written. Raises ValueError."""
-    from .lifecycle import create_table
-    from .snapshot import owner_client_for
+    from client.lifecycle import create_table
+    from client.snapshot import owner_client_for
 
     partition_by = list(options.partition_by or [])
     check_partition_types(schema_json, partition_by)

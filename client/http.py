@@ -26,8 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
-from .backoff import full_jitter
-from .contract.errors import (
+from client.backoff import full_jitter
+from client.contract.errors import (
     CommitStateUnknownError,
     CommitVersionConflictError,
     PermissionDeniedError,
@@ -35,8 +35,8 @@ from .contract.errors import (
     UnavailableError,
     error_from_envelope,
 )
-from .contract.layout import COMMITS_DIR
-from .models import Commit, CommitsPage, TableInfo, TransactionResult
+from client.contract.layout import COMMITS_DIR
+from client.models import Commit, CommitsPage, TableInfo, TransactionResult
 
 Actions = bytes | str | Iterable[Mapping[str, Any] | str]
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from .contract.delta_log import (
+from client.contract.delta_log import (
     CATALOG_MANAGED,
     DEFAULT_OWNER_NAME,
     ICT_ENABLE,
@@ -41,7 +41,7 @@ from .contract.delta_log import (
     protocol_with,
     without_owner_properties,
 )
-from .contract.errors import (
+from client.contract.errors import (
     CommitFailedError,
     CommitOwnerError,
     InvalidArgumentError,
@@ -51,10 +51,10 @@ from .contract.errors import (
     UnavailableError,
     VersionMismatchError,
 )
-from .contract.layout import check_commit_dir, delta_file_name
-from .http import CommitOwnerClient, encode_actions
-from .snapshot import list_log, load_snapshot
-from .storage import LogStorage
+from client.contract.layout import check_commit_dir, delta_file_name
+from client.http import CommitOwnerClient, encode_actions
+from client.snapshot import list_log, load_snapshot
+from client.storage import LogStorage
 
 __all__ = ["OwnedTable", "create_table", "take_ownership", "release_ownership", "commit_dir_for"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .contract.errors import CommitVersionConflictError
-from .contract.layout import COMMITS_DIR
+from client.contract.errors import CommitVersionConflictError
+from client.contract.layout import COMMITS_DIR
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import time
 
-from .contract.errors import CommitOwnerError, PermissionDeniedError, UnavailableError
-from .http import CommitOwnerClient
+from client.contract.errors import CommitOwnerError, PermissionDeniedError, UnavailableError
+from client.http import CommitOwnerClient
 
 log = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import unquote
 
-from .http import CommitOwnerClient
-from .snapshot import Snapshot, load_snapshot, load_snapshots
-from .storage import DataFiles
+from client.http import CommitOwnerClient
+from client.snapshot import Snapshot, load_snapshot, load_snapshots
+from client.storage import DataFiles
 
 #: Reader features whose tables cannot be read by reading the listed Parquet files as they are.
 UNSUPPORTED_READER_FEATURES = frozenset({"columnMapping", "deletionVectors", "typeWidening", "variantType"})

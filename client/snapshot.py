@@ -22,16 +22,16 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checkpoint import read_checkpoint_parts
-from .contract.delta_log import OwnerRef, owner_ref, parse_actions
-from .contract.errors import (
+from client.checkpoint import read_checkpoint_parts
+from client.contract.delta_log import OwnerRef, owner_ref, parse_actions
+from client.contract.errors import (
     IncompleteLogError,
     InvalidArgumentError,
     NotADeltaTableError,
     SnapshotRaceError,
     VersionNotFoundError,
 )
-from .contract.layout import (
+from client.contract.layout import (
     COMMIT_DIRS,
     LAST_CHECKPOINT,
     LOG_DIR,
@@ -40,9 +40,9 @@ from .contract.layout import (
     parse_checkpoint_file,
     parse_delta_file,
 )
-from .http import ENDPOINT_ENV, READ_CONNECT_DEADLINE, CommitOwnerClient
-from .models import Commit, CommitsPage
-from .storage import LogStorage
+from client.http import ENDPOINT_ENV, READ_CONNECT_DEADLINE, CommitOwnerClient
+from client.models import Commit, CommitsPage
+from client.storage import LogStorage
 
 __all__ = ["Listing", "advance_snapshot", "complete_checkpoints", "Snapshot", "latest_version", "load_snapshot",
            "owner_client_for", "AfterListing"]

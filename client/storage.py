@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .contract.layout import LOG_DIR, is_local, lost_put_if_absent, normalize_location
+from client.contract.layout import LOG_DIR, is_local, lost_put_if_absent, normalize_location
 
 #: Temporary files of a local put-if-absent start with this; listings skip them.
 TMP_PREFIX = ".tmp-"

@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from .actions import ARROW_ENGINE_INFO, DataFile, Mode, add_action
-from .backoff import conflict_delay
-from .commit import MAX_REBASES, WriteOptions, check_mode, commit_actions, open_target, owner_client, rebased
-from .contract.errors import CommitStateUnknownError, CommitVersionConflictError, TransactionConflictError
-from .contract.layout import new_batch_folder, normalize_location
-from .http import CommitOwnerClient
-from .models import TransactionResult
-from .publish import await_published
+from client.actions import ARROW_ENGINE_INFO, DataFile, Mode, add_action
+from client.backoff import conflict_delay
+from client.commit import MAX_REBASES, WriteOptions, check_mode, commit_actions, open_target, owner_client, rebased
+from client.contract.errors import CommitStateUnknownError, CommitVersionConflictError, TransactionConflictError
+from client.contract.layout import new_batch_folder, normalize_location
+from client.http import CommitOwnerClient
+from client.models import TransactionResult
+from client.publish import await_published
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class Transaction:
         Raises ValueError (a second write to the same table, a bad mode or schema: nothing written), TypeError,
         and what :func:`client.write_table` raises while opening or creating the table.
         """
-        from .write import ArrowFiles, delta_schema, to_arrow
+        from client.write import ArrowFiles, delta_schema, to_arrow
 
         if self._done:
             raise ValueError("this transaction is over: start a new one")

@@ -16,12 +16,12 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
-from .actions import ARROW_ENGINE_INFO, HIVE_NULL, DataFile, Mode
-from .commit import WriteOptions, WriteResult, check_mode, write_and_commit
-from .contract.errors import TableChangedError
-from .contract.layout import data_file_name
-from .http import CommitOwnerClient
-from .stats import leaves, parquet_footer_stats
+from client.actions import ARROW_ENGINE_INFO, HIVE_NULL, DataFile, Mode
+from client.commit import WriteOptions, WriteResult, check_mode, write_and_commit
+from client.contract.errors import TableChangedError
+from client.contract.layout import data_file_name
+from client.http import CommitOwnerClient
+from client.stats import leaves, parquet_footer_stats
 
 #: Characters Hive escapes (``%XX``) in a partition folder name, besides control characters.
 _HIVE_ESCAPED = set('"#%\'*/:=?\\{[]^\x7f')
@@ -161,7 +161,7 @@ class ArrowFiles:
 
     def __init__(self, table: Any, schema_json: Mapping[str, Any], location: str,
                  storage_options: Mapping[str, Any] | None = None) -> None:
-        from .storage import DataFiles
+        from client.storage import DataFiles
 
         self.table = table
         self.schema_json = schema_json

@@ -25,9 +25,8 @@ from typing import Any
 from client import CommitOwnerClient
 from client.contract.errors import CommitOwnerError
 from client.contract.layout import delta_file, delta_file_name, parse_staged_file
-
-from .workload import History, Op, WorkloadTable, marker_of
-from .world import Backend, delta_rs_table
+from harness.workload import History, Op, WorkloadTable, marker_of
+from harness.world import Backend, delta_rs_table
 
 
 @dataclass

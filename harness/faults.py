@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from .checker import CheckResult, recovery_times
-from .workload import WorkloadTable
-from .world import Backend, Service, create_owned_table
+from harness.checker import CheckResult, recovery_times
+from harness.workload import WorkloadTable
+from harness.world import Backend, Service, create_owned_table
 
 
 def make_tables(service: Service, n: int) -> list[WorkloadTable]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import socket
 import threading
 
-from .world import free_port
+from harness.world import free_port
 
 
 class TcpProxy:

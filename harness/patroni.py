@@ -30,9 +30,9 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from .pgcluster import PG_BIN
-from .pgcluster import missing_tools as missing_pg_tools
-from .world import ROOT, free_port
+from harness.pgcluster import PG_BIN
+from harness.pgcluster import missing_tools as missing_pg_tools
+from harness.world import ROOT, free_port
 
 PATRONI_VENV = Path(os.environ.get("COMMIT_OWNER_TEST_PATRONI_VENV", str(ROOT / ".venv-patroni")))
 ETCD = Path(os.environ.get("COMMIT_OWNER_TEST_ETCD", "/usr/bin/etcd"))

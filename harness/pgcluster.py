@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .world import free_port
+from harness.world import free_port
 
 PG_BIN = Path(os.environ.get("COMMIT_OWNER_TEST_PG_BIN", "/usr/lib/postgresql/15/bin"))
 

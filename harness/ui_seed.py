@@ -14,8 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.contract.layout import delta_file
-
-from .world import Service, ndjson, next_ict, version0
+from harness.world import Service, ndjson, next_ict, version0
 
 UC = "/api/2.1/unity-catalog"
 ENGINES = ("Apache-Spark/3.5.3 Delta-Lake/3.3.0", "delta-rs:py-1.1.0", "Apache-Spark/4.0.0 Delta-Lake/4.0.0")

@@ -22,8 +22,8 @@ from backfill.worker import Backfiller
 from client import CommitOwnerClient
 from coordinator.api.app import create_app
 from coordinator.api.keys import BACKFILLER, SERVICE, SETTINGS, STORAGE, STORE
-from coordinator.service import CommitService
-from coordinator.settings import Settings
+from coordinator.core.service import CommitService
+from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore
 from tests.support import Backend, actions, delta_file, ndjson, version0

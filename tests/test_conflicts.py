@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from client.snapshot import load_snapshot
 from client.write import write_table
-from coordinator.service import UNSEEN_COMMITS_LIMIT
+from coordinator.core.service import UNSEEN_COMMITS_LIMIT
 from tests.inprocess import InProcess
 from tests.support import S3_KEY, S3_SECRET, actions, db_commit_files, delta_file, ndjson
 

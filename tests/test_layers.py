@@ -38,6 +38,6 @@ def test_adapters_import_only_row_types_from_the_store() -> None:
 
 
 def test_the_catalog_reaches_the_commit_path_only_through_the_service() -> None:
-    text = (ROOT / "coordinator" / "catalog.py").read_text()
+    text = (ROOT / "coordinator" / "core" / "catalog.py").read_text()
     assert not re.search(r"service\.(store|storage|backfiller|roots|settings)\b", text)
     assert "import OwnershipStore" not in text and "StorageRouter" not in text

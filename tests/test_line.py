@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from client.contract.errors import CommitVersionConflictError
-from coordinator.line import OUTSIDERS
+from coordinator.core.order.line import OUTSIDERS
 from tests.inprocess import InProcess
 from tests.support import actions, db_commit_files, ndjson
 

@@ -15,7 +15,7 @@ import pytest
 import pytest_asyncio
 
 from client.contract.layout import delta_file
-from coordinator.metrics import Metrics
+from coordinator.runtime.metrics import Metrics
 from coordinator.storage import StorageRouter
 from tests.conftest import make_backend
 from tests.inprocess import backend_settings

@@ -16,7 +16,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from client.contract.errors import CommitVersionConflictError, UnavailableError
-from coordinator.settings import Settings
+from coordinator.runtime.settings import Settings
 from coordinator.store import CommitRow, OwnershipStore, migrate, now_ms
 from coordinator.store import create_engine as create_store_engine
 from coordinator.store.db import Db

@@ -28,9 +28,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .delta_schema import SchemaError, parse_schema, top_level_types
-from .errors import InvalidArgumentError
-from .layout import COMMITS_DIR, STAGED_COMMITS_DIR
+from client.contract.delta_schema import SchemaError, parse_schema, top_level_types
+from client.contract.errors import InvalidArgumentError
+from client.contract.layout import COMMITS_DIR, STAGED_COMMITS_DIR
 
 ProtocolName = Literal["managedCommit", "coordinatedCommits-preview", "catalogManaged"]
 

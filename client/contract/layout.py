@@ -22,7 +22,7 @@ import uuid
 from typing import NamedTuple
 from urllib.parse import unquote, urlsplit
 
-from .errors import InvalidArgumentError
+from client.contract.errors import InvalidArgumentError
 
 LOG_DIR = "_delta_log"
 COMMITS_DIR = "_commits"

@@ -19,14 +19,14 @@ except ImportError as e:  # pragma: no cover - depends on the environment
         "client.spark needs pyspark: from a clone, .venv/bin/pip install -e '.[spark]'"
     ) from e
 
-from .bridge import (
+from client.spark.bridge import (
     CommitDirMismatchError,
     DeltaSparkUnavailableError,
     OwnerBridge,
     use_commit_owner,
 )
-from .pipeline import read_table, write_table
-from .session import spark_session_with_commit_owner
+from client.spark.pipeline import read_table, write_table
+from client.spark.session import spark_session_with_commit_owner
 
 __all__ = [
     "CommitDirMismatchError",

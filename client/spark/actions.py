@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..actions import (
+from client.actions import (
     ENGINE_INFO,
     HIVE_NULL,
     DataFile,

@@ -29,16 +29,16 @@ from typing import Any
 from py4j.java_gateway import JavaClass, JavaObject
 from py4j.protocol import Py4JJavaError
 
-from ..contract.errors import (
+from client.contract.errors import (
     CommitDirMismatchError,
     CommitFailedError,
     CommitOwnerError,
     CommitStateUnknownError,
     DeltaSparkUnavailableError,
 )
-from ..contract.layout import COMMITS_DIR
-from ..http import CommitOwnerClient
-from .jars import AWS_SDK_V1_DYNAMODB, AWS_SDK_V1_PROBE_CLASS, HOW_TO_CHECK, how_to_get_delta_spark
+from client.contract.layout import COMMITS_DIR
+from client.http import CommitOwnerClient
+from client.spark.jars import AWS_SDK_V1_DYNAMODB, AWS_SDK_V1_PROBE_CLASS, HOW_TO_CHECK, how_to_get_delta_spark
 
 PROVIDER_CLASS = "org.apache.spark.sql.delta.coordinatedcommits.CommitCoordinatorProvider"
 BUILDER_INTERFACE = "org.apache.spark.sql.delta.coordinatedcommits.CommitCoordinatorBuilder"

@@ -16,13 +16,13 @@ from functools import reduce
 from typing import Any
 from urllib.parse import unquote
 
-from ..actions import DataFile, Mode
-from ..commit import WriteOptions, WriteResult, write_and_commit
-from ..contract.errors import TableChangedError
-from ..contract.layout import normalize_location
-from ..http import CommitOwnerClient
-from ..read import check_readable
-from .stats import collect_data_files
+from client.actions import DataFile, Mode
+from client.commit import WriteOptions, WriteResult, write_and_commit
+from client.contract.errors import TableChangedError
+from client.contract.layout import normalize_location
+from client.http import CommitOwnerClient
+from client.read import check_readable
+from client.spark.stats import collect_data_files
 
 
 def _spark_path(location: str) -> str:
@@ -114,7 +114,7 @@ def read_table(
     from pyspark.sql import functions as F
     from pyspark.sql.types import StructType
 
-    from ..snapshot import load_snapshot
+    from client.snapshot import load_snapshot
 
     snap = load_snapshot(location, version, client=client, token=token, storage_options=storage_options,
                          owner_endpoint=owner_endpoint)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .bridge import use_commit_owner
-from .jars import AWS_SDK_V1_DYNAMODB
+from client.spark.bridge import use_commit_owner
+from client.spark.jars import AWS_SDK_V1_DYNAMODB
 
 DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"

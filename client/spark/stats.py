@@ -11,8 +11,8 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..actions import DataFile, partition_values_from_path
-from ..stats import bound, bound_kind, set_path
+from client.actions import DataFile, partition_values_from_path
+from client.stats import bound, bound_kind, set_path
 
 
 def _quote(name: str) -> str:

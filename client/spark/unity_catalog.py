@@ -21,7 +21,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from .session import DELTA_CATALOG, DELTA_EXTENSION
+from client.spark.session import DELTA_CATALOG, DELTA_EXTENSION
 
 UC_SINGLE_CATALOG = "io.unitycatalog.spark.UCSingleCatalog"
 #: File-name prefixes a jar folder must hold for UCSingleCatalog with delta-spark.

@@ -1,5 +1,5 @@
 """The HTTP API (aiohttp), everything under ``/api/v1``."""
 
-from .app import create_app
+from coordinator.api.app import create_app
 
 __all__ = ["create_app"]

@@ -12,25 +12,24 @@ from collections.abc import AsyncIterator
 from aiohttp import web
 
 from backfill.worker import Backfiller
+from coordinator.api import delta, observe, openapi, ui, unity, v1
+from coordinator.api.auth import auth_middleware, check_auth_mode, tokens_ctx
+from coordinator.api.errors import error_middleware
+from coordinator.api.keys import BACKFILLER, CATALOG, JANITOR, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE, VENDOR, VIEWS
+from coordinator.api.routes import ROUTE_TABLE, RouteTable
+from coordinator.core.catalog import Catalog
+from coordinator.core.order.across import wait_seconds
+from coordinator.core.service import CommitService
+from coordinator.core.vending import CredentialVendor
 from coordinator.ops.janitor import Janitor
-
-from ..across import wait_seconds
-from ..catalog import Catalog
-from ..metrics import Metrics, RecentErrors
-from ..service import CommitService
-from ..settings import Settings
-from ..storage import StorageRouter
-from ..store import OwnershipStore, open_engine
-from ..store.browse import BrowseStore
-from ..store.names import NameStore
-from ..store.vended import VendedStore
-from ..vending import CredentialVendor
-from ..views import Views
-from . import delta, observe, openapi, ui, unity, v1
-from .auth import auth_middleware, check_auth_mode, tokens_ctx
-from .errors import error_middleware
-from .keys import BACKFILLER, CATALOG, JANITOR, METRICS, RECENT_ERRORS, SERVICE, SETTINGS, STORAGE, STORE, VENDOR, VIEWS
-from .routes import ROUTE_TABLE, RouteTable
+from coordinator.runtime.metrics import Metrics, RecentErrors
+from coordinator.runtime.settings import Settings
+from coordinator.storage import StorageRouter
+from coordinator.store import OwnershipStore, open_engine
+from coordinator.store.browse import BrowseStore
+from coordinator.store.names import NameStore
+from coordinator.store.vended import VendedStore
+from coordinator.views.pages import Views
 
 log = logging.getLogger("commit_owner.app")
 

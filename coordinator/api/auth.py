@@ -27,16 +27,15 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError, PermissionDeniedError, UnauthenticatedError
 from client.contract.layout import local_path, normalize_location
+from coordinator.api.errors import api_of, error_response, json_object
+from coordinator.api.keys import CATALOG, NAMED, OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
+from coordinator.api.parse import parse_uuid
+from coordinator.api.routes import ROUTE_TABLE, Handler, Locate, Permission, Route
+from coordinator.core.catalog import check_name, split_full_name
+from coordinator.runtime.settings import Settings
 from coordinator.security.tokens import Principal, secret_matches, split_token
-
-from ..catalog import check_name, split_full_name
-from ..settings import Settings
-from ..store.rows import NameRow, TableRow
-from ..store.tokens import TokenStore
-from .errors import api_of, error_response, json_object
-from .keys import CATALOG, NAMED, OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
-from .parse import parse_uuid
-from .routes import ROUTE_TABLE, Handler, Locate, Permission, Route
+from coordinator.store.rows import NameRow, TableRow
+from coordinator.store.tokens import TokenStore
 
 log = logging.getLogger("commit_owner.auth")
 

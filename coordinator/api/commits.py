@@ -5,11 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from client.contract.errors import CommitVersionConflictError, InvalidArgumentError
-from coordinator.line import parse_ticket
-
-from .errors import json_response, only_params, query_int
-from .keys import SERVICE, TABLE_ID, VERSION
-from .parse import parse_uuid
+from coordinator.api.errors import json_response, only_params, query_int
+from coordinator.api.keys import SERVICE, TABLE_ID, VERSION
+from coordinator.api.parse import parse_uuid
+from coordinator.core.order.line import parse_ticket
 
 # The Content-Types a commit body may carry: NDJSON's own, and the generic ones HTTP clients send for raw bytes
 # (no Content-Type at all reads as application/octet-stream). Anything else, e.g. curl -d's form encoding, is

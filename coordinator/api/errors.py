@@ -19,9 +19,8 @@ import orjson
 from aiohttp import web
 
 from client.contract.errors import CommitOwnerError, InternalError, InvalidArgumentError, PayloadTooLargeError
-
-from .keys import OUTCOME, REQUEST_ID
-from .routes import ROUTE_TABLE, Api, Handler
+from coordinator.api.keys import OUTCOME, REQUEST_ID
+from coordinator.api.routes import ROUTE_TABLE, Api, Handler
 
 log = logging.getLogger("commit_owner.api")
 

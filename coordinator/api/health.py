@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from .errors import json_response
-from .keys import SERVICE
+from coordinator.api.errors import json_response
+from coordinator.api.keys import SERVICE
 
 
 async def healthz(request: web.Request) -> web.Response:

@@ -7,17 +7,16 @@ from collections.abc import Callable
 from aiohttp import web
 
 from backfill.worker import Backfiller
+from coordinator.core.catalog import Catalog
+from coordinator.core.service import CommitService
+from coordinator.core.vending import CredentialVendor
 from coordinator.ops.janitor import Janitor
-
-from ..catalog import Catalog
-from ..metrics import Metrics, RecentErrors
-from ..service import CommitService
-from ..settings import Settings
-from ..storage import StorageRouter
-from ..store import OwnershipStore
-from ..store.rows import NameRow, TableRow
-from ..vending import CredentialVendor
-from ..views import Views
+from coordinator.runtime.metrics import Metrics, RecentErrors
+from coordinator.runtime.settings import Settings
+from coordinator.storage import StorageRouter
+from coordinator.store import OwnershipStore
+from coordinator.store.rows import NameRow, TableRow
+from coordinator.views.pages import Views
 
 SETTINGS = web.AppKey("settings", Settings)
 STORE = web.AppKey("store", OwnershipStore)

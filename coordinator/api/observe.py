@@ -14,10 +14,9 @@ import orjson
 from aiohttp import web
 
 from client.contract.errors import CommitOwnerError
-
-from ..logs import redact
-from ..metrics import CONTENT_TYPE_LATEST
-from .keys import METRICS, OUTCOME, RECENT_ERRORS, REQUEST_ID, SERVICE, TABLE_ID, VERSION
+from coordinator.api.keys import METRICS, OUTCOME, RECENT_ERRORS, REQUEST_ID, SERVICE, TABLE_ID, VERSION
+from coordinator.runtime.logs import redact
+from coordinator.runtime.metrics import CONTENT_TYPE_LATEST
 
 access_log = logging.getLogger("commit_owner.access")
 log = logging.getLogger("commit_owner.api")

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiohttp import web
 
-from .routes import Api, Permission, Route, RouteTable
+from coordinator.api.routes import Api, Permission, Route, RouteTable
 
 BODY = web.AppKey("openapi_body", bytes)
 _AUTH = ("401", "403")
@@ -113,7 +113,7 @@ def document_body(routes: RouteTable) -> bytes:
 
 
 async def document(request: web.Request) -> web.Response:
-    from .errors import only_params
+    from coordinator.api.errors import only_params
 
     only_params(request, set())
     return web.Response(body=request.app[BODY], content_type="application/json")

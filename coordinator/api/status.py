@@ -10,8 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from client.contract.errors import CommitOwnerError
-
-from .keys import RECENT_ERRORS, SERVICE
+from coordinator.api.keys import RECENT_ERRORS, SERVICE
 
 MAX_ROWS = 500
 

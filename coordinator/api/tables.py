@@ -5,11 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
-
-from ..catalog import owned_name
-from .errors import json_body, json_response, only_params
-from .keys import SERVICE, VISIBLE
-from .parse import int_field, parse_uuid
+from coordinator.api.errors import json_body, json_response, only_params
+from coordinator.api.keys import SERVICE, VISIBLE
+from coordinator.api.parse import int_field, parse_uuid
+from coordinator.core.catalog import owned_name
 
 REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name", "tableType"}  # the body of registerTable
 

@@ -10,13 +10,12 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
 from client.http import encode_actions
-
-from ..store.rows import TableRow
-from ..transactions import Proposal
-from .auth import require
-from .errors import json_body, json_response, only_params
-from .keys import SERVICE
-from .parse import int_field, parse_uuid
+from coordinator.api.auth import require
+from coordinator.api.errors import json_body, json_response, only_params
+from coordinator.api.keys import SERVICE
+from coordinator.api.parse import int_field, parse_uuid
+from coordinator.core.transactions import Proposal
+from coordinator.store.rows import TableRow
 
 COMMIT_FIELDS = {"tableId", "version", "actions"}
 

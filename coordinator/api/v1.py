@@ -3,9 +3,9 @@ permission, openapi.py documents them with the operations of coordinator/openapi
 
 from __future__ import annotations
 
-from . import commits, health, observe, openapi, status, tables, transactions
-from .errors import API
-from .routes import Locate, Permission, Route
+from coordinator.api import commits, health, observe, openapi, status, tables, transactions
+from coordinator.api.errors import API
+from coordinator.api.routes import Locate, Permission, Route
 
 V1 = "/api/v1"
 PUBLIC, WATCH = Permission.PUBLIC, Permission.WATCH

@@ -32,11 +32,10 @@ from typing import Any
 import orjson
 
 from client.contract.layout import STAGED_COMMITS_DIR, delta_file, local_path, staged_file, staged_file_name
-
-from .cpu import CpuWindow
-from .env import S3_KEY, S3_SECRET, BenchEnv
-from .load import BenchError, Driver, commit_body
-from .stats import Sample, parse_counters, per_commit
+from coordinator.bench.cpu import CpuWindow
+from coordinator.bench.env import S3_KEY, S3_SECRET, BenchEnv
+from coordinator.bench.load import BenchError, Driver, commit_body
+from coordinator.bench.stats import Sample, parse_counters, per_commit
 
 UC = "/api/2.1/unity-catalog"
 V1 = UC + "/delta/v1"

@@ -18,8 +18,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from .env import S3_KEY, S3_SECRET, BenchEnv
-from .stats import Sample
+from coordinator.bench.env import S3_KEY, S3_SECRET, BenchEnv
+from coordinator.bench.stats import Sample
 
 READERS = ("delta-rs", "snapshot")
 FIRST = 10  # the small version every open is compared with

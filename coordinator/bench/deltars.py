@@ -14,9 +14,9 @@ import time
 import uuid
 from typing import Any
 
-from .env import BenchEnv
-from .load import add_action
-from .stats import Sample
+from coordinator.bench.env import BenchEnv
+from coordinator.bench.load import add_action
+from coordinator.bench.stats import Sample
 
 
 def _schema() -> Any:

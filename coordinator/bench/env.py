@@ -75,7 +75,7 @@ class BenchEnv:
     # -- lifecycle ----------------------------------------------------------------------------------
 
     def start(self) -> BenchEnv:
-        from ..store import migrate
+        from coordinator.store import migrate
 
         if self.database == "sqlite":
             self.database_url = f"sqlite+aiosqlite:///{self.workdir}/owner.db"

@@ -20,10 +20,9 @@ import uuid
 from typing import Any
 
 from client.contract.layout import COMMITS_DIR, commit_dir_uri, delta_file_name, local_path, log_dir, staged_file_name
-
-from .env import BenchEnv
-from .load import Clock, commit_body
-from .stats import Sample
+from coordinator.bench.env import BenchEnv
+from coordinator.bench.load import Clock, commit_body
+from coordinator.bench.stats import Sample
 
 # The owner's conditional UPDATE, which also moves latest_backfilled_version along (one more column of the same
 # row): the service's backfiller, whose sweep looks for tables whose latest version is ahead of the backfilled one,

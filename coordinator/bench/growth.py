@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from .env import BenchEnv
+from coordinator.bench.env import BenchEnv
 
 _PG_TABLES = """
 INSERT INTO owned_tables (table_id, location, commit_dir, base_version, latest_version, latest_backfilled_version,

@@ -24,9 +24,8 @@ import orjson
 from client.backoff import conflict_wait
 from client.contract.errors import RetrySlot
 from client.contract.layout import delta_file, local_path
-
-from .http import HttpError, RawHttp
-from .stats import Sample
+from coordinator.bench.http import HttpError, RawHttp
+from coordinator.bench.stats import Sample
 
 NDJSON = b"application/x-ndjson"
 _timeout = getattr(asyncio, "timeout", None)

@@ -29,7 +29,7 @@ def markdown(report: dict[str, Any]) -> str:
                      f"{_cell(r['p95_ms'])} | {_cell(r['p99_ms'])} | {r['conflicts']} | {r['retries']} | "
                      f"{r['failures']} |")
     if any(r["scenario"].startswith("8.") for r in report["results"]):
-        from .catalogs import NOTE
+        from coordinator.bench.catalogs import NOTE
 
         lines += ["", NOTE]
     lines += fairness_lines(report["results"])

@@ -13,11 +13,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from client.contract.layout import delta_file
-
-from .cpu import CpuWindow
-from .env import BenchEnv
-from .load import BenchError, Driver, local_published, run_paced, run_readers, run_writers
-from .stats import Sample, parse_counters, per_commit
+from coordinator.bench.cpu import CpuWindow
+from coordinator.bench.env import BenchEnv
+from coordinator.bench.load import BenchError, Driver, local_published, run_paced, run_readers, run_writers
+from coordinator.bench.stats import Sample, parse_counters, per_commit
 
 #: Scenario 6: the probe and its twin's take turns in this many slices each (decision 57).
 PROBE_SLICES = 4
@@ -213,7 +212,7 @@ class Bench:
 
     async def _catalog_commits(self) -> None:
         """Scenario 8: one writer's sequential commits through /api/v1, the preview API and /delta/v1."""
-        from . import catalogs
+        from coordinator.bench import catalogs
 
         assert self.env is not None
         (table,) = self._new_tables(1)
@@ -224,7 +223,7 @@ class Bench:
 
     async def _transactions(self) -> None:
         """Scenario 10: multi-table transactions of each size beside the same commits one table at a time."""
-        from . import transactions
+        from coordinator.bench import transactions
 
         assert self.env is not None
         tables = self._new_tables(max(self.opts.tx_sizes))
@@ -238,8 +237,7 @@ class Bench:
     def _write_table(self) -> None:
         """Scenario 11: a user's sequential small ``write_table`` appends, each end to end (``writes.py``)."""
         from client import CommitOwnerClient
-
-        from . import writes
+        from coordinator.bench import writes
 
         assert self.env is not None
         try:
@@ -273,7 +271,7 @@ class Bench:
 
     def run(self) -> dict[str, Any]:
         o = self.opts
-        from . import checkpoints, deltars, floor, growth, ui
+        from coordinator.bench import checkpoints, deltars, floor, growth, ui
 
         try:  # the bench's own client shares the machine: give it the cheaper loop too
             import uvloop
@@ -390,7 +388,7 @@ class Bench:
 
     def _ui_only(self, started: float) -> dict[str, Any]:
         """The growth, then scenario 9 (inside the running world)."""
-        from . import growth, ui
+        from coordinator.bench import growth, ui
 
         o = self.opts
         assert self.env is not None

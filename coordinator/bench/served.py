@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from .env import free_port, wait_http
+from coordinator.bench.env import free_port, wait_http
 
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432"
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}

@@ -15,8 +15,8 @@ from typing import Any
 
 import orjson
 
-from .load import NDJSON, BenchError, Driver, commit_body
-from .stats import Sample
+from coordinator.bench.load import NDJSON, BenchError, Driver, commit_body
+from coordinator.bench.stats import Sample
 
 SIZES = (2, 8, 32)
 SIDES = ("transaction", "one at a time")

@@ -14,9 +14,9 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from .env import BenchEnv
-from .load import BenchError, Driver
-from .stats import Sample
+from coordinator.bench.env import BenchEnv
+from coordinator.bench.load import BenchError, Driver
+from coordinator.bench.stats import Sample
 
 TARGET_MS = 50.0  # issue 39
 

@@ -13,8 +13,8 @@ import time
 import urllib.request
 from typing import Any
 
-from .env import S3_KEY, S3_SECRET, BenchEnv
-from .stats import Sample, parse_counters, per_commit
+from coordinator.bench.env import S3_KEY, S3_SECRET, BenchEnv
+from coordinator.bench.stats import Sample, parse_counters, per_commit
 
 #: At least this many measured writes, however short the duration (a p99 of fewer says little).
 MIN_WRITES = 20

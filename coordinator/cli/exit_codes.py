@@ -21,7 +21,7 @@ def classify(e: BaseException) -> tuple[int, str] | None:
     from sqlalchemy.exc import DBAPIError, OperationalError
 
     from client.contract.errors import CommitOwnerError, SchemaOutOfDateError, UnavailableError
-    from coordinator.logs import redact
+    from coordinator.runtime.logs import redact
 
     if _missing_s3_credentials(e):
         from coordinator.storage.s3 import NO_CREDENTIALS

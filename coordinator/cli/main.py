@@ -67,7 +67,7 @@ def serve(config: str | None, **overrides: Any) -> None:
 def _serve(settings: Any, workers: int, metrics_dir: str | None) -> None:
     from coordinator.api import create_app
     from coordinator.api.auth import check_auth_mode
-    from coordinator.logs import setup_logging
+    from coordinator.runtime.logs import setup_logging
     from coordinator.store import check_database
 
     setup_logging(settings.log_level, settings.log_format)
@@ -132,7 +132,7 @@ WORKER_SETTINGS = ("database_url", "db_pool_size", "db_connect_timeout_seconds",
 def backfill_worker(config: str | None, **overrides: Any) -> None:
     """Run only the backfiller, for deployments that separate it from the API."""
     from coordinator.cli.worker import run_worker
-    from coordinator.logs import setup_logging
+    from coordinator.runtime.logs import setup_logging
 
     settings = load_settings(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)

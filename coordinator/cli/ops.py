@@ -11,7 +11,7 @@ import click
 import tomllib
 
 from coordinator.cli.options import load_settings, settings_options
-from coordinator.settings import BY_NAME, ENV_PREFIX, SETTINGS, Settings
+from coordinator.runtime.settings import BY_NAME, ENV_PREFIX, SETTINGS, Settings
 
 
 @click.group("config")
@@ -51,7 +51,7 @@ def config_show(config_file: str | None, as_json: bool, **overrides: Any) -> Non
     import json
 
     from coordinator.cli.human import cell
-    from coordinator.logs import redact
+    from coordinator.runtime.logs import redact
 
     settings: Settings = load_settings(config_file, **overrides)
     sources = _sources(config_file, overrides)
@@ -286,8 +286,8 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
     import json
 
     from coordinator.cli.human import cell
-    from coordinator.logs import setup_logging
     from coordinator.ops.maintenance import run_maintain
+    from coordinator.runtime.logs import setup_logging
 
     try:
         import pyarrow  # noqa: F401 - checked here so a missing install is one clear line, not a traceback

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from coordinator.cli.exit_codes import ConfigError
-from coordinator.settings import SETTINGS, Settings
+from coordinator.runtime.settings import SETTINGS, Settings
 
 
 def settings_options(names: tuple[str, ...] | None = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -15,7 +15,7 @@ import socket
 
 from aiohttp import web
 
-from coordinator.settings import Settings
+from coordinator.runtime.settings import Settings
 
 log = logging.getLogger("commit_owner.serve")
 

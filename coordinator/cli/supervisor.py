@@ -16,7 +16,7 @@ The parent:
 * takes its workers down with it if it is killed itself (PR_SET_PDEATHSIG).
 
 Metrics: every worker writes its counters to files of a fresh ``PROMETHEUS_MULTIPROC_DIR`` (removed at exit),
-and a scrape through any worker sums them (coordinator/metrics.py).
+and a scrape through any worker sums them (coordinator/runtime/metrics.py).
 """
 
 from __future__ import annotations
@@ -38,9 +38,8 @@ from multiprocessing.connection import wait
 from types import FrameType
 from typing import Any
 
-from coordinator.settings import Settings
-
-from .serve import Address, open_sockets
+from coordinator.cli.serve import Address, open_sockets
+from coordinator.runtime.settings import Settings
 
 log = logging.getLogger("commit_owner.serve")
 
@@ -267,9 +266,8 @@ def _worker_main(sup: Supervisor, index: int, ready_fd: int, parent_read_fd: int
         if slot.ready is not None:
             slot.ready.close()
     from coordinator.api import create_app
-
-    from .exit_codes import classify
-    from .serve import run_service
+    from coordinator.cli.exit_codes import classify
+    from coordinator.cli.serve import run_service
 
     try:
         socks = open_sockets(sup.addresses, reuse_port=True, listen=False)  # asyncio listens once the app started

@@ -17,8 +17,8 @@ from client.contract.errors import CommitOwnerError
 from coordinator.cli.exit_codes import classify
 from coordinator.cli.human import when
 from coordinator.cli.options import load_settings, settings_options
+from coordinator.runtime.settings import Settings
 from coordinator.security.tokens import new_token, parse_scope, session_name
-from coordinator.settings import Settings
 from coordinator.store import open_engine
 from coordinator.store.tokens import TokenStore
 

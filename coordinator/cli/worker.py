@@ -7,7 +7,7 @@ import logging
 import signal
 
 from backfill.worker import Backfiller
-from coordinator.settings import Settings
+from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore, open_engine
 

@@ -19,8 +19,8 @@ from client.contract.errors import (
     UnavailableError,
 )
 from client.contract.layout import commit_dir_uri, delta_file, delta_file_name, log_dir, normalize_location, parse_delta_file
-from coordinator.catalog import split_full_name
-from coordinator.settings import Settings
+from coordinator.core.catalog import split_full_name
+from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore, TableRow, open_engine
 from coordinator.store.names import NameStore
@@ -206,11 +206,11 @@ def forget_table(settings: Settings, ref: str, *, force: bool, confirm: Callable
 
     The log is usable when ``<base>.json`` (version 0 of a created table, r+1 of a taken-over one) is
     published and names this table id, or (once log cleanup removed it) a checkpoint of a version the
-    owner published above it is (coordinator.lifecycle.log_used_as_owned). Then only ``force`` with ``confirm(question)`` answering True
-    forgets it. Files in storage are never touched. Raises OwnershipPublishedError (refused, nothing
-    changed), TableNotFoundError, UnavailableError.
+    owner published above it is (coordinator.core.registration.log_used_as_owned). Then only ``force``
+    with ``confirm(question)`` answering True forgets it. Files in storage are never touched. Raises
+    OwnershipPublishedError (refused, nothing changed), TableNotFoundError, UnavailableError.
     """
-    from coordinator.lifecycle import log_used_as_owned
+    from coordinator.core.registration import log_used_as_owned
 
     async def go() -> dict[str, Any]:
         async with _open(settings) as (store, storage):

@@ -37,12 +37,11 @@ from typing import Any
 
 from client.contract.errors import CommitOwnerError
 from client.contract.layout import commit_dir_uri, parse_staged_file, staged_file
-from coordinator.settings import Settings
+from coordinator.ops.staging import StagingReport, expire_reservations
+from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore, TableRow
 from coordinator.store.names import NameStore
-
-from .staging import StagingReport, expire_reservations
 
 log = logging.getLogger("commit_owner.janitor")
 

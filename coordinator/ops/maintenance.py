@@ -24,7 +24,7 @@ from coordinator.ops.checkpoints import (
 )
 from coordinator.ops.commands import _open, _resolve
 from coordinator.ops.logcleanup import CleanupReport
-from coordinator.settings import Settings
+from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageBackend
 from coordinator.store import OwnershipStore, TableRow
 
@@ -41,7 +41,7 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
     """Checkpoint the given tables (every registered one but FENCED ones when none), then clean their expired
     log files (unless not ``cleanup``; only listed with ``cleanup_dry_run``), once or every ``every`` seconds;
     with ``metrics_file``, the figures are written there after each pass."""
-    from coordinator.metrics import MaintenanceMetrics
+    from coordinator.runtime.metrics import MaintenanceMetrics
 
     metrics = MaintenanceMetrics()
 
@@ -267,7 +267,7 @@ def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry_run: 
                 raise UnavailableError(f"log storage unavailable while vacuuming {t.location}: "
                                        f"{type(e).__name__}: {e}") from e
             if metrics_file:
-                from coordinator.metrics import MaintenanceMetrics
+                from coordinator.runtime.metrics import MaintenanceMetrics
 
                 metrics = MaintenanceMetrics()
                 if not dry_run:

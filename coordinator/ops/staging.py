@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.contract.errors import CommitOwnerError
+from coordinator.runtime.settings import Settings
 from coordinator.security.roots import parse_root
-from coordinator.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore
 from coordinator.store.names import NameStore

@@ -6,9 +6,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from coordinator.settings import Settings
-
-from .commands import _open, _resolve, iso_time
+from coordinator.ops.commands import _open, _resolve, iso_time
+from coordinator.runtime.settings import Settings
 
 
 def list_transactions(settings: Settings, table: str | None = None, limit: int = 20) -> list[dict[str, Any]]:

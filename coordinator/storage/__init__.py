@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
-from ..settings import Settings
-from .base import FileInfo, Prepared, StorageBackend
+from coordinator.runtime.settings import Settings
+from coordinator.storage.base import FileInfo, Prepared, StorageBackend
 
 log = logging.getLogger("commit_owner.storage")
 
@@ -32,11 +32,11 @@ class StorageRouter:
     def _wrap(self, backend: StorageBackend) -> StorageBackend:
         s = self._settings
         if s.fault_injection:  # TEST ONLY (see faults.py): inside the deadline so injected latency hits it
-            from .faults import FaultSpec, FaultyStorage
+            from coordinator.storage.faults import FaultSpec, FaultyStorage
 
             backend = FaultyStorage(backend, FaultSpec.parse(s.fault_injection))
         if s.request_timeout_seconds > 0:
-            from .deadline import DeadlineStorage
+            from coordinator.storage.deadline import DeadlineStorage
 
             backend = DeadlineStorage(backend, s.request_timeout_seconds)
         return backend
@@ -44,11 +44,11 @@ class StorageRouter:
     def _make(self, scheme: str) -> StorageBackend:
         s = self._settings
         if scheme == "file":
-            from .local import LocalStorage
+            from coordinator.storage.local import LocalStorage
 
             return LocalStorage(threads=s.storage_threads)
         if scheme == "s3":
-            from .s3 import S3Storage
+            from coordinator.storage.s3 import S3Storage
 
             return S3Storage(
                 endpoint_url=s.s3_endpoint_url,
@@ -82,7 +82,7 @@ async def check_credentials(settings: Settings, schemes: set[str]) -> None:
     credentials to sign with (s3:// without a key in the settings or the AWS credential chain). Checked
     before `serve` opens its port, so a missing key is one line at start, not an error on every request."""
     if "s3" in schemes and not settings.s3_access_key_id:
-        from .s3 import NO_CREDENTIALS, credentials_found
+        from coordinator.storage.s3 import NO_CREDENTIALS, credentials_found
 
         if not await credentials_found():
             raise ValueError(f"s3:// tables are allowed here, but {NO_CREDENTIALS}")

@@ -15,7 +15,7 @@ import errno
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
-from .base import FileInfo, Prepared, StorageBackend
+from coordinator.storage.base import FileInfo, Prepared, StorageBackend
 
 T = TypeVar("T")
 _uncancels = hasattr(asyncio.Task, "uncancel")  # Python 3.11+

@@ -23,7 +23,7 @@ import logging
 import random
 from dataclasses import dataclass
 
-from .base import FileInfo, Prepared, StorageBackend
+from coordinator.storage.base import FileInfo, Prepared, StorageBackend
 
 log = logging.getLogger("commit_owner.faults")
 

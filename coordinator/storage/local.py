@@ -20,8 +20,7 @@ from typing import Any
 
 from client.contract.layout import local_path
 from client.storage import TMP_PREFIX, name_local, prepare_local, put_if_absent_local
-
-from .base import FileInfo, Prepared, StorageBackend
+from coordinator.storage.base import FileInfo, Prepared, StorageBackend
 
 
 def _file_info(path: str, st: os.stat_result) -> FileInfo:

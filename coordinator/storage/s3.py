@@ -11,8 +11,7 @@ import time
 from typing import Any
 
 from client.contract.layout import lost_put_if_absent
-
-from .base import FileInfo, StorageBackend
+from coordinator.storage.base import FileInfo, StorageBackend
 
 NO_CREDENTIALS = ("no S3 credentials: set COMMIT_OWNER_S3_ACCESS_KEY_ID and COMMIT_OWNER_S3_SECRET_ACCESS_KEY (or "
                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an instance or task role)")

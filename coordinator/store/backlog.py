@@ -11,10 +11,10 @@ from collections.abc import Collection, Mapping
 
 from sqlalchemy import Select, and_, func, or_, select
 
-from .db import Db
-from .rows import TableRow
-from .schema import commits, owned_tables
-from .tables import named_tables, table_of
+from coordinator.store.db import Db
+from coordinator.store.rows import TableRow
+from coordinator.store.schema import commits, owned_tables
+from coordinator.store.tables import named_tables, table_of
 
 
 def _unpublished(limit: int | None) -> Select[str, int]:

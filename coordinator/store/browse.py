@@ -16,10 +16,10 @@ from typing import Any
 
 from sqlalchemy import and_, case, false, func, or_, select
 
-from .rows import CommitRow, TableRow
-from .schema import commits, owned_tables, table_names
-from .store import OwnershipStore
-from .tables import named_tables, table_of
+from coordinator.store.rows import CommitRow, TableRow
+from coordinator.store.schema import commits, owned_tables, table_names
+from coordinator.store.store import OwnershipStore
+from coordinator.store.tables import named_tables, table_of
 
 #: The prefix of every location, as a scope spells "all tables".
 ANY = "*"

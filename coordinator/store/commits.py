@@ -30,13 +30,12 @@ from client.contract.errors import (
     TooManyUnbackfilledCommitsError,
     UnavailableError,
 )
-
-from .db import Db
-from .group import Group
-from .rows import CommitRow, TableRow, now_ms
-from .rules import BOUND, acceptance, mark_params, ratify_params
-from .schema import commits, owned_tables
-from .tables import table_from
+from coordinator.store.db import Db
+from coordinator.store.group import Group
+from coordinator.store.rows import CommitRow, TableRow, now_ms
+from coordinator.store.rules import BOUND, acceptance, mark_params, ratify_params
+from coordinator.store.schema import commits, owned_tables
+from coordinator.store.tables import table_from
 
 
 class _StateMoved(Exception):

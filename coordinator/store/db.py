@@ -24,10 +24,9 @@ from sqlalchemy.exc import TimeoutError as PoolTimeoutError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from client.contract.errors import UnavailableError
-
-from .dialect import Dialect, dialect_for
-from .driver import Driver, driver_for
-from .engine import shut_socket
+from coordinator.store.dialect import Dialect, dialect_for
+from coordinator.store.driver import Driver, driver_for
+from coordinator.store.engine import shut_socket
 
 
 def engine_deadline(engine: AsyncEngine) -> float:

@@ -34,8 +34,8 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .rows import CommitRow
-from .rules import (
+from coordinator.store.rows import CommitRow
+from coordinator.store.rules import (
     BOUND,
     BOUND_CARRIED,
     BOUND_COLUMNS,
@@ -50,10 +50,10 @@ from .rules import (
     ratification,
     ratify_params,
 )
-from .schema import commits, owned_tables
+from coordinator.store.schema import commits, owned_tables
 
 if TYPE_CHECKING:
-    from .db import Db
+    from coordinator.store.db import Db
 
 
 class Dialect:

@@ -12,9 +12,9 @@ from typing import Any
 
 from sqlalchemy import and_, bindparam, or_, select, update
 
-from .db import Db
-from .rows import now_ms
-from .schema import owned_tables
+from coordinator.store.db import Db
+from coordinator.store.rows import now_ms
+from coordinator.store.schema import owned_tables
 
 
 class Leases:

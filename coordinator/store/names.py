@@ -15,11 +15,10 @@ from sqlalchemy import and_, bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 
 from client.contract.errors import AlreadyExistsError, InvalidArgumentError, NotFoundError
-
-from .rows import MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow, TableRow, now_ms, values_of
-from .schema import catalogs, schemas, staging_tables, table_names
-from .store import OwnershipStore
-from .tables import name_of, named_tables, table_from, table_of
+from coordinator.store.rows import MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow, TableRow, now_ms, values_of
+from coordinator.store.schema import catalogs, schemas, staging_tables, table_names
+from coordinator.store.store import OwnershipStore
+from coordinator.store.tables import name_of, named_tables, table_from, table_of
 
 
 def missing_catalog(name: str) -> NotFoundError:

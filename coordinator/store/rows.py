@@ -104,7 +104,7 @@ class CommitRow:
     ratified_at: int
     backfilled_at: int | None = None
     # The commit's bytes while unpublished, when the owner writes the staged file (None: writer-staged, or
-    # published). Never part of an answer: the staged file is rewritten from it (``coordinator/staged.py``).
+    # published). Never part of an answer: the staged file is rewritten from it (``coordinator/core/staged.py``).
     body: bytes | None = field(default=None, repr=False, compare=False)
 
     @classmethod

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 
 from sqlalchemy import BigInteger, ColumnElement, Update, and_, bindparam, case, exists, or_, select, update
 
-from .rows import CommitRow, now_ms
-from .schema import commits, owned_tables
+from coordinator.store.rows import CommitRow, now_ms
+from coordinator.store.schema import commits, owned_tables
 
 # The columns of a newly ratified commit row (a new commit is unbackfilled: ``backfilled_at`` stays NULL).
 RATIFIED = tuple(c.name for c in commits.c if c.name != "backfilled_at")

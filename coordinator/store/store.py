@@ -18,14 +18,14 @@ from collections.abc import Collection, Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from .backlog import Backlog
-from .commits import Commits, version_message
-from .db import Db
-from .leases import Leases
-from .rows import CommitRow, NameRow, TableRow, now_ms
-from .tables import Tables
-from .transactions import Transactions
-from .turns import TableTurns
+from coordinator.store.backlog import Backlog
+from coordinator.store.commits import Commits, version_message
+from coordinator.store.db import Db
+from coordinator.store.leases import Leases
+from coordinator.store.rows import CommitRow, NameRow, TableRow, now_ms
+from coordinator.store.tables import Tables
+from coordinator.store.transactions import Transactions
+from coordinator.store.turns import TableTurns
 
 
 class OwnershipStore:

@@ -14,10 +14,9 @@ from sqlalchemy import and_, bindparam, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from client.contract.errors import AlreadyExistsError, NotFoundError, TableAlreadyExistsError, TableNotFoundError
-
-from .db import Db
-from .rows import NameRow, TableRow, full_name, now_ms, values_of
-from .schema import commits, owned_tables, schemas, staging_tables, table_names
+from coordinator.store.db import Db
+from coordinator.store.rows import NameRow, TableRow, full_name, now_ms, values_of
+from coordinator.store.schema import commits, owned_tables, schemas, staging_tables, table_names
 
 
 class _Changed(Exception):

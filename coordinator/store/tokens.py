@@ -14,10 +14,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from client.contract.errors import InvalidArgumentError, UnavailableError
-
-from .db import Db
-from .rows import now_ms
-from .schema import tokens
+from coordinator.store.db import Db
+from coordinator.store.rows import now_ms
+from coordinator.store.schema import tokens
 
 
 @dataclass(frozen=True)

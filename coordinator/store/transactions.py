@@ -28,13 +28,12 @@ from client.contract.errors import (
     IdempotencyKeyReusedError,
     UnavailableError,
 )
-
-from .commits import Commits
-from .db import Db
-from .rows import CommitRow, TableRow, now_ms
-from .rules import BOUND, commit_values, ratification, ratify_params
-from .schema import commits, owned_tables, transactions
-from .tables import named_tables, table_of
+from coordinator.store.commits import Commits
+from coordinator.store.db import Db
+from coordinator.store.rows import CommitRow, TableRow, now_ms
+from coordinator.store.rules import BOUND, commit_values, ratification, ratify_params
+from coordinator.store.schema import commits, owned_tables, transactions
+from coordinator.store.tables import named_tables, table_of
 
 
 @dataclass(frozen=True)

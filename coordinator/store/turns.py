@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, text
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from .engine import create_engine
-from .schema import owned_tables
+from coordinator.store.engine import create_engine
+from coordinator.store.schema import owned_tables
 
 log = logging.getLogger("commit_owner.store.turns")
 

@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlalchemy import and_, select
 
-from .db import Db
-from .rows import now_ms
-from .schema import vended_credentials
+from coordinator.store.db import Db
+from coordinator.store.rows import now_ms
+from coordinator.store.schema import vended_credentials
 
 
 @dataclass(frozen=True)

@@ -304,7 +304,7 @@ def test_the_janitor_removes_a_racing_losers_staged_file_once_old_and_keeps_the_
     import time
 
     from coordinator.ops.commands import run_janitor
-    from coordinator.settings import Settings
+    from coordinator.runtime.settings import Settings
     from tests.conftest import make_backend
 
     backend = make_backend(request, "sqlite", "local", "delta-janitor")

@@ -18,8 +18,7 @@ import pytest_asyncio
 
 from tests.conftest import BACKENDS, make_backend
 from tests.inprocess import InProcess
-
-from .matrix import QUIET, Place
+from tests.lifecycle.matrix import QUIET, Place
 
 
 @pytest.fixture(scope="session")

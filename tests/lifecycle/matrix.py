@@ -24,10 +24,9 @@ from deltalake import DeltaTable, write_deltalake
 from client import CommitOwnerClient
 from client.storage import LogStorage
 from tests.inprocess import InProcess
+from tests.lifecycle.helpers import append_through_owner
 from tests.security.conftest import db_state
 from tests.support import Backend, delta_rs_table, delta_rs_target
-
-from .helpers import append_through_owner
 
 T = TypeVar("T")
 

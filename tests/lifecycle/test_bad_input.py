@@ -23,9 +23,8 @@ from client.contract.errors import (
 from client.contract.layout import delta_file_name
 from client.lifecycle import create_table, release_ownership, take_ownership
 from client.storage import LogStorage
-
-from .helpers import SCHEMA, rows
-from .matrix import Place, in_thread
+from tests.lifecycle.helpers import SCHEMA, rows
+from tests.lifecycle.matrix import Place, in_thread
 
 
 @in_thread

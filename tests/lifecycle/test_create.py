@@ -17,9 +17,8 @@ from client.contract.errors import InvalidArgumentError, TableAlreadyExistsError
 from client.contract.layout import delta_file_name
 from client.lifecycle import OwnedTable, create_table, take_ownership
 from client.snapshot import load_snapshot
-
-from .helpers import SCHEMA, rows
-from .matrix import Place, in_thread
+from tests.lifecycle.helpers import SCHEMA, rows
+from tests.lifecycle.matrix import Place, in_thread
 
 
 @in_thread

@@ -282,8 +282,7 @@ def test_a_partitioned_pandas_write_on_s3_is_read_by_delta_rs_and_a_failed_one_l
     owner: client.CommitOwnerClient, lifecycle_s3: tuple[str, dict[str, Any]]
 ) -> None:
     from client.storage import LogStorage
-
-    from .helpers import delta_rs_options
+    from tests.lifecycle.helpers import delta_rs_options
 
     bucket, options = lifecycle_s3
     location = f"s3://{bucket}/py"

@@ -21,9 +21,8 @@ from client.http import ENDPOINT_ENV
 from client.lifecycle import create_table
 from client.snapshot import load_snapshot
 from tests.conftest import make_backend
+from tests.lifecycle.helpers import SCHEMA, append_through_owner, tree
 from tests.support import Backend, Service
-
-from .helpers import SCHEMA, append_through_owner, tree
 
 # Nothing is published behind the test's back: the reader needs the owner for versions 1 and 2.
 NO_BACKFILL = {"COMMIT_OWNER_BACKFILL_BATCH_SIZE": "1000", "COMMIT_OWNER_MAX_UNBACKFILLED_COMMITS": "1000"}

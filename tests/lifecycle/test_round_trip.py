@@ -14,9 +14,8 @@ from client.contract.errors import TableNotAcceptingCommitsError
 from client.contract.layout import delta_file_name
 from client.lifecycle import release_ownership, take_ownership
 from client.snapshot import load_snapshot
-
-from .helpers import rows
-from .matrix import Place, in_thread
+from tests.lifecycle.helpers import rows
+from tests.lifecycle.matrix import Place, in_thread
 
 
 @pytest.mark.slow_on_s3  # 20-35 s on S3 (delta-rs and s3fs read every version)

@@ -12,9 +12,8 @@ from client.contract.errors import VersionNotFoundError
 from client.contract.layout import delta_file_name
 from client.lifecycle import OwnedTable, take_ownership
 from client.snapshot import Listing, latest_version, load_snapshot
-
-from .helpers import rows
-from .matrix import Place, in_thread
+from tests.lifecycle.helpers import rows
+from tests.lifecycle.matrix import Place, in_thread
 
 
 def _owned_table(place: Place) -> OwnedTable:

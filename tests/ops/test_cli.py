@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from coordinator.cli.config_docs import render
-from coordinator.settings import SETTINGS
+from coordinator.runtime.settings import SETTINGS
 from tests.ops.helpers import post_commit
 from tests.support import ROOT, Service, actions, create_owned_table
 

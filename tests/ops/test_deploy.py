@@ -12,7 +12,7 @@ import pytest
 import tomllib
 import yaml
 
-from coordinator.settings import ENV_PREFIX, SETTINGS
+from coordinator.runtime.settings import ENV_PREFIX, SETTINGS
 from tests.support import ROOT
 
 DECLARED = {s.env for s in SETTINGS} | {ENV_PREFIX + "CONFIG"}
@@ -67,7 +67,7 @@ def test_owner_environment_uses_only_declared_settings_and_matches_the_wiring(co
     for name, svc in services.items():
         for key in _env(svc):
             if key.startswith(ENV_PREFIX):
-                assert key in DECLARED, f"{name} sets {key}, which is not a setting in coordinator/settings.py"
+                assert key in DECLARED, f"{name} sets {key}, which is not a setting in coordinator/runtime/settings.py"
     env = _env(services["owner"])
     db = urlparse(env["COMMIT_OWNER_DATABASE_URL"])
     pg_env = _env(services["postgres"])

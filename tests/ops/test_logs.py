@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.logs import _PATTERNS, redact
+from coordinator.runtime.logs import _PATTERNS, redact
 from tests.ops.helpers import access_lines, call, post_commit
 from tests.support import Service, actions, create_owned_table, wait_until
 

@@ -7,8 +7,8 @@ import threading
 
 from prometheus_client import CollectorRegistry
 
-from coordinator import metrics as metrics_module
-from coordinator.metrics import Metrics
+from coordinator.runtime import metrics as metrics_module
+from coordinator.runtime.metrics import Metrics
 from tests.ops.helpers import call, pg_connect, post_commit, sample, scrape
 from tests.support import Service, actions, create_owned_table, delta_file, wait_until
 

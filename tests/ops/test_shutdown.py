@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from coordinator.api import create_app
-from coordinator.settings import Settings
+from coordinator.runtime.settings import Settings
 from tests.conftest import make_backend
 from tests.ops.helpers import pg_connect, pg_connections, post_commit
 from tests.support import ROOT, Backend, Service, actions, delta_file, free_port, ndjson, version0, wait_until

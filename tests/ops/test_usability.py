@@ -98,7 +98,7 @@ def test_a_commit_is_judged_by_its_content_type_and_a_refusal_names_the_accepted
 def _server_codes() -> set[str]:
     """Codes of every CommitOwnerError class the service's code raises, plus the routing ones."""
     import client.contract.errors as errors
-    import coordinator.lifecycle as lifecycle
+    import coordinator.core.registration as lifecycle
 
     classes = {c.__name__: c for mod in (errors, lifecycle) for c in vars(mod).values()
                if isinstance(c, type) and issubclass(c, CommitOwnerError)}

@@ -36,7 +36,7 @@ def _age(backend: Backend, location: str, name: str, seconds: float) -> None:
 def _janitor(backend: Backend, *, dry_run: bool = False) -> dict:
     """One janitor pass in this process (the same code the CLI runs)."""
     from coordinator.ops.commands import run_janitor
-    from coordinator.settings import Settings
+    from coordinator.runtime.settings import Settings
 
     settings = Settings.load({"database_url": backend.database_url, "request_timeout_seconds": 2.0,
                               "janitor_min_age_seconds": 60.0}, environ={})
@@ -141,7 +141,7 @@ async def test_a_service_round_lists_the_active_tables_and_a_slice_of_the_rest(r
 
     from coordinator.ops.commands import _open
     from coordinator.ops.janitor import Janitor
-    from coordinator.settings import Settings
+    from coordinator.runtime.settings import Settings
 
     backend = make_backend(request, "sqlite", "local", "rel-janitor-rounds")
     svc = Service(backend, extra_env={"COMMIT_OWNER_JANITOR_INTERVAL_SECONDS": "0"}).start()

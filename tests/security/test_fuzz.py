@@ -33,7 +33,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 )
 
 from coordinator.api.delta.shapes import DERIVED  # noqa: E402
-from coordinator.catalog import RESERVED  # noqa: E402
+from coordinator.core.catalog import RESERVED  # noqa: E402
 from tests.conftest import make_backend  # noqa: E402
 from tests.security.conftest import State, store_token  # noqa: E402
 from tests.support import Service, actions, delta_file, ndjson, version0  # noqa: E402

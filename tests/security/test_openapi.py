@@ -17,7 +17,7 @@ from coordinator.api.openapi import BODY, build_document
 from coordinator.api.routes import ROUTE_TABLE, Locate, Permission, RouteTable
 from coordinator.api.ui import UI
 from coordinator.api.unity.errors import PREFIX as UC_PREFIX
-from coordinator.settings import Settings
+from coordinator.runtime.settings import Settings
 from tests.security.conftest import call
 from tests.support import ROOT, Service
 

@@ -151,8 +151,8 @@ async def test_s3_spellings_inside_the_root_are_accepted_in_canonical_form(roots
 
 
 def test_the_default_root_is_a_local_warehouse_under_the_working_directory(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from coordinator.runtime.settings import Settings
     from coordinator.security.roots import parse_roots
-    from coordinator.settings import Settings
 
     roots = parse_roots(Settings.load({}, environ={}).allow_location, cwd=str(tmp_path))
     assert [r.uri for r in roots] == [f"file://{tmp_path}/warehouse"]

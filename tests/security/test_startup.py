@@ -32,7 +32,7 @@ def test_serve_without_auth_on_0_0_0_0_refuses_to_start_with_a_clear_message() -
 ])
 def test_only_loopback_hosts_may_run_without_auth(host: str, refused: bool) -> None:
     from coordinator.api.auth import check_auth_mode
-    from coordinator.settings import Settings
+    from coordinator.runtime.settings import Settings
 
     settings = Settings.load({"host": host}, environ={})
     if refused:
@@ -45,7 +45,7 @@ def test_only_loopback_hosts_may_run_without_auth(host: str, refused: bool) -> N
 
 
 def test_an_unknown_auth_mode_is_a_usage_error() -> None:
-    from coordinator.settings import Settings
+    from coordinator.runtime.settings import Settings
 
     with pytest.raises(ValueError, match="auth must be tokens or none"):
         Settings.load({"auth": "maybe"}, environ={})

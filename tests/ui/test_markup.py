@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 
 from coordinator.api.ui.charts import Series, minute_bars, ranked_bars
 from coordinator.api.ui.markup import Markup, esc, h, href, join
-from coordinator.commit_summary import summarize
+from coordinator.views.summary import summarize
 
 EVIL = "<script>alert('x')</script>\"&"
 

@@ -12,12 +12,12 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from coordinator.catalog import new_name
+from coordinator.core.catalog import new_name
 from coordinator.store import CommitRow, OwnershipStore, create_engine, now_ms
 from coordinator.store.browse import BrowseStore
 from coordinator.store.names import NameStore
 from coordinator.store.rows import CatalogRow, SchemaRow
-from coordinator.views import location_prefix
+from coordinator.views.pages import location_prefix
 from tests.conftest import make_backend
 
 LOCATIONS = ["file:///w/a", "file:///w/a_b/t", "file:///w/a/t1", "file:///w/a/t2", "file:///w/ab", "file:///w/axb/t",

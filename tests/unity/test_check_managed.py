@@ -9,7 +9,7 @@ import pytest
 
 from client.contract.errors import InvalidArgumentError
 from client.contract.layout import STAGED_COMMITS_DIR
-from coordinator.catalog import Catalog
+from coordinator.core.catalog import Catalog
 from coordinator.store.rows import EXTERNAL, MANAGED, TableRow
 
 

@@ -15,8 +15,7 @@ from typing import Any
 import pytest
 
 from tests.support import Service, delta_file, next_ict, wait_until
-
-from .helpers import delta_rs_reads, line, post_commit, published, ready_table, state
+from tests.validation.helpers import delta_rs_reads, line, post_commit, published, ready_table, state
 
 SCHEMA = json.dumps({"type": "struct", "fields": [
     {"name": "id", "type": "long", "nullable": True, "metadata": {}},

@@ -12,8 +12,7 @@ import time
 
 from client.spark.actions import next_in_commit_timestamp
 from tests.support import Service, data_commit, next_ict
-
-from .helpers import delta_rs_reads, post_commit, published, ready_table, state
+from tests.validation.helpers import delta_rs_reads, post_commit, published, ready_table, state
 
 YEAR_2033 = 1_999_999_999_000
 
@@ -76,7 +75,7 @@ def test_the_allowed_skew_is_a_setting(request) -> None:  # type: ignore[no-unty
 def test_the_allowed_skew_must_be_positive() -> None:
     import pytest
 
-    from coordinator.settings import Settings
+    from coordinator.runtime.settings import Settings
 
     for bad in ("0", "-5"):
         with pytest.raises(ValueError, match="max_clock_skew_seconds must be > 0"):

@@ -23,8 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.support import Service, delta_file, delta_rs_table, next_ict
-
-from .helpers import delta_rs_reads, post_commit, published, ready_table, state
+from tests.validation.helpers import delta_rs_reads, post_commit, published, ready_table, state
 
 OWNER_CONF = {"delta.enableInCommitTimestamps": "true", "delta.managedCommit.commitOwner": "commit-owner"}
 PRIMITIVES = ["string", "long", "integer", "short", "byte", "float", "double", "boolean", "binary", "date",

@@ -12,13 +12,12 @@ from typing import Any
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError, PermissionDeniedError
-
-from ...vending import TABLE_OPERATIONS, Vended
-from ..auth import named_table, require
-from ..errors import json_response, only_params
-from ..keys import CATALOG, SERVICE
-from ..parse import parse_uuid
-from ..unity.credentials import issue
+from coordinator.api.auth import named_table, require
+from coordinator.api.errors import json_response, only_params
+from coordinator.api.keys import CATALOG, SERVICE
+from coordinator.api.parse import parse_uuid
+from coordinator.api.unity.credentials import issue
+from coordinator.core.vending import TABLE_OPERATIONS, Vended
 
 # This API's operations for a path: READ, or READ_WRITE to create an external table there.
 PATH_OPERATIONS = {"READ": ("read", "read"), "READ_WRITE": ("write", "commit")}

@@ -12,8 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from client.contract import errors as e
-
-from ..routes import Api
+from coordinator.api.routes import Api
 
 PREFIX = "/api/2.1/unity-catalog/delta/v1"
 

@@ -9,9 +9,9 @@ credentials call ``auth.require`` in their handler (``Locate.HANDLER``).
 
 from __future__ import annotations
 
-from ..routes import Locate, Permission, Route
-from . import credentials, tables
-from .errors import API, PREFIX
+from coordinator.api.delta import credentials, tables
+from coordinator.api.delta.errors import API, PREFIX
+from coordinator.api.routes import Locate, Permission, Route
 
 READ, COMMIT, ADMIN = Permission.READ, Permission.COMMIT, Permission.ADMIN
 QUERY, HANDLER, NAME = Locate.QUERY, Locate.HANDLER, Locate.NAME

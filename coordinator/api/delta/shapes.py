@@ -17,10 +17,9 @@ import orjson
 from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.delta_schema import SchemaError, parse_schema
 from client.contract.errors import InvalidArgumentError
-
-from ...catalog import MANAGED, RESERVED
-from ...columns import partition_columns_of, struct_of
-from ...store.rows import CommitRow, NameRow, TableRow
+from coordinator.core.catalog import MANAGED, RESERVED
+from coordinator.core.columns import partition_columns_of, struct_of
+from coordinator.store.rows import CommitRow, NameRow, TableRow
 
 CATALOG_MANAGED = "delta.feature.catalogManaged"
 READER_VERSION, WRITER_VERSION = "delta.minReaderVersion", "delta.minWriterVersion"

@@ -17,8 +17,14 @@ from aiohttp import web
 from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.errors import InvalidArgumentError, TableChangedError, TableNotFoundError
 from client.contract.layout import normalize_location
-
-from ...catalog import (
+from coordinator.api.auth import named_table, require
+from coordinator.api.delta import shapes
+from coordinator.api.delta.errors import API
+from coordinator.api.errors import json_body, json_object, json_response, only_fields, only_params
+from coordinator.api.keys import CATALOG, METRICS, SERVICE, TABLE_ID, VERSION
+from coordinator.api.parse import int_field, parse_uuid, str_field
+from coordinator.api.routes import ROUTE_TABLE
+from coordinator.core.catalog import (
     EXTERNAL,
     MANAGED,
     TABLE_TYPES,
@@ -29,15 +35,8 @@ from ...catalog import (
     held_properties,
     new_name,
 )
-from ...columns import partition_columns_of, to_columns, with_partitions
-from ...store.rows import NameRow
-from ..auth import named_table, require
-from ..errors import json_body, json_object, json_response, only_fields, only_params
-from ..keys import CATALOG, METRICS, SERVICE, TABLE_ID, VERSION
-from ..parse import int_field, parse_uuid, str_field
-from ..routes import ROUTE_TABLE
-from . import shapes
-from .errors import API
+from coordinator.core.columns import partition_columns_of, to_columns, with_partitions
+from coordinator.store.rows import NameRow
 
 PROTOCOL_VERSION = "1.0"
 # What a catalog-managed table must carry (the catalogManaged feature needs in-commit timestamps and the

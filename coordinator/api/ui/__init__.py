@@ -2,7 +2,7 @@
 location, search, a table's identity, state, charts and commit history, one commit's actions, the owner's
 activity. Server-rendered HTML and SVG, one stylesheet shipped in the package (``static/ui.css``), no script.
 
-Every page only reads, through ``coordinator.views.Views`` (which reads through the store and the storage
+Every page only reads, through ``coordinator.views.pages.Views`` (which reads through the store and the storage
 seam); permissions are the API's (``session.py``); every value goes through ``markup.esc``.
 """
 
@@ -13,9 +13,9 @@ from importlib import resources
 
 from aiohttp import web
 
-from ..errors import envelope
-from ..routes import Api, Permission, Route
-from . import activity, browse, layout, session, table
+from coordinator.api.errors import envelope
+from coordinator.api.routes import Api, Permission, Route
+from coordinator.api.ui import activity, browse, layout, session, table
 
 UI = Api("ui", "/ui", envelope, reply=layout.reply, session_cookie=session.COOKIE)
 BROWSE, PUBLIC = Permission.BROWSE, Permission.PUBLIC

@@ -9,14 +9,13 @@ import os
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
-
-from ...views import Activity
-from ..errors import only_params
-from ..keys import METRICS, VIEWS
-from .charts import Series, minute_bars, ranked_bars
-from .layout import page
-from .markup import Markup, duration, h, href, join
-from .session import Viewer, viewer
+from coordinator.api.errors import only_params
+from coordinator.api.keys import METRICS, VIEWS
+from coordinator.api.ui.charts import Series, minute_bars, ranked_bars
+from coordinator.api.ui.layout import page
+from coordinator.api.ui.markup import Markup, duration, h, href, join
+from coordinator.api.ui.session import Viewer, viewer
+from coordinator.views.pages import Activity
 
 HOURS = (1, 3, 6, 12, 24)
 BACKLOG_SHOWN = 15

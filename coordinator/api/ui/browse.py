@@ -9,15 +9,14 @@ from collections.abc import Sequence
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
-
-from ...store.rows import TableRow
-from ...views import location_prefix
-from ..errors import only_params, query_int
-from ..keys import VIEWS
-from .activity import owner_charts
-from .layout import page, status_cell
-from .markup import Markup, h, href, join, number, ts
-from .session import viewer
+from coordinator.api.errors import only_params, query_int
+from coordinator.api.keys import VIEWS
+from coordinator.api.ui.activity import owner_charts
+from coordinator.api.ui.layout import page, status_cell
+from coordinator.api.ui.markup import Markup, h, href, join, number, ts
+from coordinator.api.ui.session import viewer
+from coordinator.store.rows import TableRow
+from coordinator.views.pages import location_prefix
 
 PAGE = 100
 

@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .markup import Markup, h, join
+from coordinator.api.ui.markup import Markup, h, join
 
 WIDTH, HEIGHT = 640, 130
 LEFT, BOTTOM, TOP = 46, 18, 8

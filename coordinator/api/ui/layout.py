@@ -11,10 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
 
-from .markup import Markup, esc, h, href, join
+from coordinator.api.ui.markup import Markup, esc, h, href, join
 
 if TYPE_CHECKING:
-    from .session import Viewer
+    from coordinator.api.ui.session import Viewer
 
 CSS_PATH = "/ui/static/ui.css"
 HEADERS = {

@@ -15,11 +15,10 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError, PermissionDeniedError
+from coordinator.api.auth import principal_of
+from coordinator.api.keys import PRINCIPAL, SETTINGS
+from coordinator.api.ui.layout import login_form, page
 from coordinator.security.tokens import ANY, Principal, covers
-
-from ..auth import principal_of
-from ..keys import PRINCIPAL, SETTINGS
-from .layout import login_form, page
 
 COOKIE = "commit_owner_ui_token"
 COOKIE_PATH = "/ui"

@@ -9,16 +9,15 @@ from typing import Any
 from aiohttp import web
 
 from client.contract.errors import CommitOwnerError, InvalidArgumentError
-
-from ...store.rows import TableRow
-from ...views import HISTORY_PAGE, Checkpoints, HistoryEntry, Identity
-from ..errors import only_params, query_int
-from ..keys import VIEWS
-from ..parse import parse_uuid
-from .activity import charts, commit_charts, hour_links, hours_of
-from .layout import page, status_cell
-from .markup import Markup, duration, h, href, join, number, size, ts
-from .session import viewer
+from coordinator.api.errors import only_params, query_int
+from coordinator.api.keys import VIEWS
+from coordinator.api.parse import parse_uuid
+from coordinator.api.ui.activity import charts, commit_charts, hour_links, hours_of
+from coordinator.api.ui.layout import page, status_cell
+from coordinator.api.ui.markup import Markup, duration, h, href, join, number, size, ts
+from coordinator.api.ui.session import viewer
+from coordinator.store.rows import TableRow
+from coordinator.views.pages import HISTORY_PAGE, Checkpoints, HistoryEntry, Identity
 
 ACTIONS_SHOWN = 500
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
-
-from ...catalog import check_reserved, held_properties
-from ...store.rows import TableRow
-from ..errors import json_body, json_response, only_params
-from ..keys import CATALOG, SERVICE, TABLE_ID, VERSION
-from ..parse import int_field, parse_uuid, str_field
-from .shapes import commit_json, commit_metadata
+from coordinator.api.errors import json_body, json_response, only_params
+from coordinator.api.keys import CATALOG, SERVICE, TABLE_ID, VERSION
+from coordinator.api.parse import int_field, parse_uuid, str_field
+from coordinator.api.unity.shapes import commit_json, commit_metadata
+from coordinator.core.catalog import check_reserved, held_properties
+from coordinator.store.rows import TableRow
 
 COMMIT_FIELDS = {"table_id", "table_uri", "commit_info", "latest_backfilled_version", "metadata", "uniform"}
 GET_FIELDS = {"table_id", "table_uri", "start_version", "end_version"}

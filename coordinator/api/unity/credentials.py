@@ -14,13 +14,12 @@ import logging
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError, PermissionDeniedError
-
-from ...security.tokens import session_name
-from ...vending import PATH_OPERATIONS, TABLE_OPERATIONS, Access, Vended
-from ..auth import require
-from ..errors import json_body, json_response, only_params
-from ..keys import METRICS, PRINCIPAL, SERVICE, VENDOR
-from ..parse import parse_uuid
+from coordinator.api.auth import require
+from coordinator.api.errors import json_body, json_response, only_params
+from coordinator.api.keys import METRICS, PRINCIPAL, SERVICE, VENDOR
+from coordinator.api.parse import parse_uuid
+from coordinator.core.vending import PATH_OPERATIONS, TABLE_OPERATIONS, Access, Vended
+from coordinator.security.tokens import session_name
 
 log = logging.getLogger("commit_owner.vending")
 

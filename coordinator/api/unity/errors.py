@@ -11,8 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from client.contract import errors as e
-
-from ..routes import Api
+from coordinator.api.routes import Api
 
 PREFIX = "/api/2.1/unity-catalog"
 

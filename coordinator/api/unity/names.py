@@ -5,11 +5,10 @@ from __future__ import annotations
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
-
-from ...catalog import check_comment, check_name, check_properties, split_full_name
-from ..errors import json_body, json_response, only_params
-from ..keys import CATALOG
-from .shapes import Page, catalog_json, schema_json
+from coordinator.api.errors import json_body, json_response, only_params
+from coordinator.api.keys import CATALOG
+from coordinator.api.unity.shapes import Page, catalog_json, schema_json
+from coordinator.core.catalog import check_comment, check_name, check_properties, split_full_name
 
 NAME_FIELDS = {"name", "comment", "properties", "storage_root"}
 

@@ -13,9 +13,9 @@ The credential routes need read to get in; the handler then asks the action of t
 
 from __future__ import annotations
 
-from ..routes import Locate, Permission, Route
-from . import commits, credentials, names, tables
-from .errors import API, PREFIX
+from coordinator.api.routes import Locate, Permission, Route
+from coordinator.api.unity import commits, credentials, names, tables
+from coordinator.api.unity.errors import API, PREFIX
 
 READ, COMMIT, ADMIN, EVERYWHERE = Permission.READ, Permission.COMMIT, Permission.ADMIN, Permission.ADMIN_EVERYWHERE
 QUERY, HANDLER, NAME, TABLE_ID_FIELD = Locate.QUERY, Locate.HANDLER, Locate.NAME, Locate.TABLE_ID_FIELD

@@ -1,7 +1,7 @@
 """Unity Catalog 2.1's shapes: its request fields parsed into the catalog's values, its replies built from rows.
 
 Field names are Unity Catalog OSS 0.6's (docs/unity-catalog.md); every rule behind them lives in the catalog
-(coordinator/catalog.py) or the commit service.
+(coordinator/core/catalog.py) or the commit service.
 """
 
 from __future__ import annotations
@@ -12,9 +12,8 @@ from typing import Any
 
 from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.errors import InvalidArgumentError
-
-from ...catalog import check_comment, check_properties
-from ...store.rows import CatalogRow, CommitRow, NameRow, SchemaRow, TableRow
+from coordinator.core.catalog import check_comment, check_properties
+from coordinator.store.rows import CatalogRow, CommitRow, NameRow, SchemaRow, TableRow
 
 PAGE_MAX = 1000
 COLUMN_KEYS = frozenset({"name", "type_text", "type_json", "type_name", "type_precision", "type_scale",

@@ -6,13 +6,12 @@ from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
 from client.contract.layout import normalize_location
-
-from ...catalog import MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
-from ..auth import named_table, require
-from ..errors import json_body, json_object, json_response, only_fields, only_params
-from ..keys import CATALOG, VISIBLE
-from .names import page
-from .shapes import check_columns, table_json
+from coordinator.api.auth import named_table, require
+from coordinator.api.errors import json_body, json_object, json_response, only_fields, only_params
+from coordinator.api.keys import CATALOG, VISIBLE
+from coordinator.api.unity.names import page
+from coordinator.api.unity.shapes import check_columns, table_json
+from coordinator.core.catalog import MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
 
 TABLE_FIELDS = {"name", "catalog_name", "schema_name", "table_type", "data_source_format", "columns",
                 "storage_location", "comment", "properties", "view_definition", "view_dependencies"}

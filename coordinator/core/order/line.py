@@ -21,7 +21,7 @@ comes within ``turn_seconds``, as for any ticket. Together they take one turn pe
 The database still decides every race: the line only chooses which of this process's proposals goes to the
 database and when. With several processes (``serve --workers``) each has its own line; a ticket is known only
 to the process that saw it, so a writer that keeps its connection stays in line. Once processes race for a
-table, the heads of their lines take the table's turn among processes in order (``coordinator/across.py``).
+table, the heads of their lines take the table's turn among processes in order (``coordinator/core/order/across.py``).
 """
 
 from __future__ import annotations

@@ -39,15 +39,14 @@ from client.contract.errors import (
     UnavailableError,
 )
 from client.contract.layout import staged_file, staged_file_name
+from coordinator.core.commit_body import CommitBody, parse_commit_body
 from coordinator.security.roots import check_local_log
-
-from .commit_body import CommitBody, parse_commit_body
-from .storage.base import FileInfo
-from .store import CommitRow, TableRow, now_ms
-from .store.transactions import TransactionRefused, TransactionRow
+from coordinator.storage.base import FileInfo
+from coordinator.store import CommitRow, TableRow, now_ms
+from coordinator.store.transactions import TransactionRefused, TransactionRow
 
 if TYPE_CHECKING:
-    from .service import CommitService
+    from coordinator.core.service import CommitService
 
 #: Checks one table before anything is written (the API's permission check); raises to refuse.
 Authorize = Callable[[TableRow], None]
@@ -63,7 +62,7 @@ class Proposal:
 
 
 def _key_uid(key: str) -> str:
-    from .service import _key_uid as canonical  # the one spelling of an idempotency key
+    from coordinator.core.service import _key_uid as canonical  # the one spelling of an idempotency key
 
     return canonical(key)
 

@@ -21,11 +21,10 @@ from client.contract.errors import (
     VersionMismatchError,
 )
 from client.contract.layout import delta_file, log_dir, parse_versioned_file
-
-from .storage import StorageBackend
+from coordinator.storage import StorageBackend
 
 if TYPE_CHECKING:
-    from .store import OwnershipStore
+    from coordinator.store import OwnershipStore
 
 async def newest_version(storage: StorageBackend, location: str) -> tuple[int, set[int]]:
     """The newest version of the log at ``location`` (-1 when it has none) and every version seen.

@@ -28,16 +28,15 @@ from client.contract.layout import (
     parse_checkpoint_file,
     staged_file,
 )
-
-from .columns import columns_of_metadata
-from .commit_summary import CommitSummary, summarize
-from .log_metadata import newest_actions
-from .service import CommitService
-from .storage import StorageRouter
-from .store import CommitRow, TableRow
-from .store.browse import BrowseStore, Minute
-from .store.names import NameStore, missing_catalog, missing_schema
-from .store.rows import NameRow
+from coordinator.core.columns import columns_of_metadata
+from coordinator.core.log_metadata import newest_actions
+from coordinator.core.service import CommitService
+from coordinator.storage import StorageRouter
+from coordinator.store import CommitRow, TableRow
+from coordinator.store.browse import BrowseStore, Minute
+from coordinator.store.names import NameStore, missing_catalog, missing_schema
+from coordinator.store.rows import NameRow
+from coordinator.views.summary import CommitSummary, summarize
 
 #: Commit files read at once for one page of history (a page is at most ``HISTORY_PAGE`` commits).
 HISTORY_FILES_READ = 8

@@ -38,8 +38,8 @@ from prometheus_client import values as prometheus_values
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from .storage.base import StorageBackend
-from .timeline import OutcomeTimeline
+from coordinator.runtime.timeline import OutcomeTimeline
+from coordinator.storage.base import StorageBackend
 
 __all__ = ["Metrics", "CONTENT_TYPE_LATEST", "MaintenanceMetrics", "MeteredStorage", "RecentErrors"]
 

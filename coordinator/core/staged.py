@@ -15,9 +15,8 @@ from collections.abc import Iterable
 
 from client.contract.errors import UnavailableError
 from client.contract.layout import staged_file
-
-from .storage import StorageRouter
-from .store import CommitRow
+from coordinator.storage import StorageRouter
+from coordinator.store import CommitRow
 
 log = logging.getLogger("commit_owner.staged")
 

@@ -4,7 +4,7 @@ The one entry point, :func:`parse_commit_body`, is called by every path that rat
 is written. Rules: UTF-8 NDJSON, one JSON object per line, each with exactly one known action key; the first
 line is ``commitInfo`` carrying an integer ``inCommitTimestamp`` (in-commit timestamps are required for owned
 tables) no further ahead of the owner's clock than the allowed skew; every action follows the Delta protocol's
-schema for it (:mod:`coordinator.actions`); at most one ``metaData`` and one ``protocol``, one ``add`` and one
+schema for it (:mod:`coordinator.core.action_checks`); at most one ``metaData`` and one ``protocol``, one ``add`` and one
 ``remove`` per file path, one ``domainMetadata`` per domain; in a commit with ``metaData``, the partition values
 of its files fit that metaData's partition columns; a ``metaData`` action without an owner property gives
 ownership up.
@@ -20,8 +20,7 @@ import orjson
 
 from client.contract.delta_log import GENERATIONS
 from client.contract.errors import InvalidCommitError
-
-from .actions import CHECKS, Fields, TableMetadata
+from coordinator.core.action_checks import CHECKS, Fields, TableMetadata
 
 KNOWN_ACTIONS = frozenset(CHECKS)
 

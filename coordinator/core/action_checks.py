@@ -5,7 +5,7 @@ Facts from the "Actions" section of Delta's PROTOCOL.md: which fields each actio
 that is missing, or any field of the wrong type, is refused with an InvalidCommitError naming the line and the
 field; an optional field may be absent or null. Fields the protocol does not name are kept as sent (forward
 compatibility: readers ignore what they do not know). Rules that need more than one line (at most one
-``metaData``, one action per file path, ...) live in :mod:`coordinator.commit_body`.
+``metaData``, one action per file path, ...) live in :mod:`coordinator.core.commit_body`.
 """
 
 from __future__ import annotations

@@ -31,9 +31,8 @@ from client.contract.layout import (
     is_local,
     normalize_location,
 )
-
-from .settings import Settings
-from .store.vended import VendedStore
+from coordinator.runtime.settings import Settings
+from coordinator.store.vended import VendedStore
 
 log = logging.getLogger("commit_owner.vending")
 

@@ -13,8 +13,7 @@ from typing import Any
 from client.contract.delta_log import parse_actions
 from client.contract.errors import CommitOwnerError, UnavailableError
 from client.contract.layout import delta_file, log_dir, parse_delta_file
-
-from .storage import StorageBackend
+from coordinator.storage import StorageBackend
 
 #: At most this many commit files are read for one answer (a checkpoint usually comes every 10 to 100).
 MAX_FILES = 200

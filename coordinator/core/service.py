@@ -45,27 +45,25 @@ from client.contract.layout import (
     staged_file,
     staged_file_name,
 )
+from coordinator.core.columns import columns_of_metadata, properties_of_metadata
+from coordinator.core.commit_body import ClockRule, CommitBody, parse_commit_body
+from coordinator.core.log_metadata import newest_metadata
+from coordinator.core.order.across import Across
+from coordinator.core.order.line import Line
+from coordinator.core.registration import check_log_matches, clear_dead_proposal, first_commit_names, newest_version
+from coordinator.core.staged import StagedFiles
+from coordinator.core.transactions import TransactionService
+from coordinator.runtime.settings import Settings
 from coordinator.security.roots import check_allowed, check_local_log, parse_root, parse_roots
-
-from .across import Across
-from .columns import columns_of_metadata, properties_of_metadata
-from .commit_body import ClockRule, CommitBody, parse_commit_body
-from .lifecycle import check_log_matches, clear_dead_proposal, first_commit_names, newest_version
-from .line import Line
-from .log_metadata import newest_metadata
-from .settings import Settings
-from .staged import StagedFiles
-from .storage import StorageRouter
-from .storage.base import FileInfo, Prepared
-from .store import CommitRow, OwnershipStore, TableRow, now_ms, version_message
-from .store.names import NameStore
-from .store.rows import NameRow
-from .transactions import TransactionService
+from coordinator.storage import StorageRouter
+from coordinator.storage.base import FileInfo, Prepared
+from coordinator.store import CommitRow, OwnershipStore, TableRow, now_ms, version_message
+from coordinator.store.names import NameStore
+from coordinator.store.rows import NameRow
 
 if TYPE_CHECKING:
     from backfill.worker import Backfiller
-
-    from .metrics import Metrics
+    from coordinator.runtime.metrics import Metrics
 
 log = logging.getLogger("commit_owner.service")
 
@@ -308,7 +306,7 @@ class CommitService:
 
         ``staged``: the writer already wrote ``data`` as the staged file named by ``idempotency_key``
         (catalog-managed tables); the owner then writes nothing and never removes that file.
-        ``ticket``: the writer's place in the table's line (``coordinator/line.py``): the proposal waits for the
+        ``ticket``: the writer's place in the table's line (``coordinator/core/order/line.py``): the proposal waits for the
         table's turn. A version conflict then carries ``retry_slot`` (a loser without a ticket is offered one).
         """
         if self.metrics is None:
@@ -551,7 +549,7 @@ class CommitService:
             task.add_done_callback(self._dropping.discard)
 
     async def after_ratified(self, row: CommitRow, body: CommitBody) -> None:
-        """What follows a commit ratified by a multi-table transaction (coordinator/transactions.py), as after
+        """What follows a commit ratified by a multi-table transaction (coordinator/core/transactions.py), as after
         ``commit``: this process's view of the table's latest version, its columns, the backfiller's trigger."""
         place = await self.place(row.table_id)
         self.staged.written(row.table_id, row.version)  # (a transaction writes its staged files first)

@@ -1,6 +1,6 @@
 """One table's turn among processes, as this process takes part in it (decision 53).
 
-Each process has its own line per table (``coordinator/line.py``). When other processes take commits for the
+Each process has its own line per table (``coordinator/core/order/line.py``). When other processes take commits for the
 same table, the heads of their lines race in the database, and every turn the loser has written a staged file
 and run its statement for nothing. So, once a table is *shared* (this process lost a race in the database for
 it, or found its turn held by another process, within ``SHARED_SECONDS``), the head of this process's line
@@ -21,7 +21,7 @@ import asyncio
 import time
 from collections.abc import Sized
 
-from .store.turns import Held, TableTurns
+from coordinator.store.turns import Held, TableTurns
 
 #: A table counts as raced by another process this long after the last sign of it (seconds).
 SHARED_SECONDS = 10.0

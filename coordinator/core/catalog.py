@@ -24,12 +24,11 @@ from client.contract.errors import (
     TableNotFoundError,
 )
 from client.contract.layout import STAGED_COMMITS_DIR, normalize_location
-
-from .columns import columns_of_metadata, properties_of_metadata
-from .service import CommitService
-from .store import TableRow, now_ms
-from .store.names import NameStore, missing_table
-from .store.rows import EXTERNAL, MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow
+from coordinator.core.columns import columns_of_metadata, properties_of_metadata
+from coordinator.core.service import CommitService
+from coordinator.store import TableRow, now_ms
+from coordinator.store.names import NameStore, missing_table
+from coordinator.store.rows import EXTERNAL, MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow
 
 log = logging.getLogger("commit_owner.catalog")
 

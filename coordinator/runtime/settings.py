@@ -285,7 +285,7 @@ class Settings:
         return out
 
     def validate(self) -> None:
-        from .store.engine import check_database_url
+        from coordinator.store.engine import check_database_url
 
         try:
             check_database_url(self.database_url)
@@ -328,7 +328,7 @@ class Settings:
         if not self.max_clock_skew_seconds > 0:
             raise ValueError("max_clock_skew_seconds must be > 0")
         if self.fault_injection:
-            from .storage.faults import FaultSpec
+            from coordinator.storage.faults import FaultSpec
 
             FaultSpec.parse(self.fault_injection)
 
