@@ -158,8 +158,8 @@ def backfill(table: str | None, all_tables: bool, to_version: int | None, endpoi
         raise click.UsageError("give exactly one of --table and --all")
     settings = load_settings(config, **overrides)
     show = sys.stderr.isatty() if progress is None else progress
-    summary = run_backfill(settings, table=table, to_version=to_version, endpoint=endpoint, token=token,
-                           progress=show)
+    summary = asyncio.run(run_backfill(settings, table=table, to_version=to_version, endpoint=endpoint, token=token,
+                                       progress=show))
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
@@ -181,7 +181,7 @@ def janitor(dry_run: bool, as_json: bool, config: str | None, **overrides: Any) 
     """Remove orphan commit files (written, never ratified) older than the safe age (docs/reliability.md)."""
     from coordinator.ops.commands import run_janitor
 
-    rep = run_janitor(load_settings(config, **overrides), dry_run=dry_run)
+    rep = asyncio.run(run_janitor(load_settings(config, **overrides), dry_run=dry_run))
     if as_json:
         click.echo(json.dumps(rep, indent=2))
     else:
@@ -210,10 +210,11 @@ def tables() -> None:
 def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     """Every table: id, name, latest, backfilled, unbackfilled, accepting, status, last commit time, location."""
     from coordinator.cli.human import cell
-    from coordinator.ops.commands import iso_time, list_tables
+    from coordinator.ops.commands import list_tables
+    from coordinator.ops.context import iso_time
     from coordinator.store.rows import shown_name
 
-    rows = list_tables(load_settings(config, **overrides))
+    rows = asyncio.run(list_tables(load_settings(config, **overrides)))
     for r in rows:
         r["lastCommitTime"] = iso_time(r.get("lastCommitAt"))
     if as_json:
@@ -240,7 +241,7 @@ def tables_show(table: str, as_json: bool, limit: int, config: str | None, **ove
     from coordinator.cli.human import cell, when
     from coordinator.ops.commands import show_table
 
-    info = show_table(load_settings(config, **overrides), table, limit)
+    info = asyncio.run(show_table(load_settings(config, **overrides), table, limit))
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
@@ -270,7 +271,7 @@ def transactions_list(table: str | None, limit: int, as_json: bool, config: str 
     from coordinator.cli.human import cell
     from coordinator.ops.transactions import list_transactions
 
-    rows = list_transactions(load_settings(config, **overrides), table, limit)
+    rows = asyncio.run(list_transactions(load_settings(config, **overrides), table, limit))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

@@ -22,7 +22,7 @@ from coordinator.ops.checkpoints import (
     checkpoint_table,
     parse_duration,
 )
-from coordinator.ops.commands import _open, _resolve
+from coordinator.ops.context import opened, resolve_table
 from coordinator.ops.logcleanup import CleanupReport
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageBackend
@@ -35,7 +35,7 @@ def _now_ms() -> int:
 
 # -- checkpoints ------------------------------------------------------------------------------------------------
 
-def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: float | None = None,
+async def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: float | None = None,
                  metrics_file: str | None = None, cleanup: bool = True,
                  cleanup_dry_run: bool = False) -> dict[str, Any]:
     """Checkpoint the given tables (every registered one but FENCED ones when none), then clean their expired
@@ -48,8 +48,8 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
     async def once() -> dict[str, Any]:
         out: dict[str, Any] = {"tables": [], "failures": [], "skipped": [], "checkpointsWritten": 0, "maxLag": 0,
                                "logFilesRemoved": 0}
-        async with _open(settings) as (store, storage):
-            targets = [await _resolve(store, t) for t in tables] if tables else await store.list_tables()
+        async with opened(settings) as (store, storage):
+            targets = [await resolve_table(store, t) for t in tables] if tables else await store.list_tables()
             for t in targets:
                 if t.status == "FENCED":
                     out["failures"].append({"table": t.location, "reason": "FENCED: its log is not the owner's"})
@@ -89,34 +89,31 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
             metrics.write(metrics_file)
         return out
 
-    async def go() -> dict[str, Any]:
-        if every is None:
-            return await once()
-        import json
-        import logging
-        import signal
-        import sys
+    if every is None:
+        return await once()
+    import json
+    import logging
+    import signal
+    import sys
 
-        # A worker (e.g. docker-compose's `maintain` service): SIGTERM or SIGINT ends it after the pass in
-        # progress (a checkpoint is put-if-absent either way), exiting with that pass's result.
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        last: dict[str, Any] = {"tables": [], "failures": [], "skipped": []}
-        while not stop.is_set():  # a failed pass (database or storage down) is logged; the next one tries again
-            try:
-                last = await once()
-                print(json.dumps(last), file=sys.stderr, flush=True)
-            except (CommitOwnerError, OSError) as e:
-                logging.getLogger("commit_owner.maintain").error("maintenance pass failed: %s", e)
-            try:
-                await asyncio.wait_for(stop.wait(), every)
-            except asyncio.TimeoutError:
-                pass
-        return last
-
-    return asyncio.run(go())
+    # A worker (e.g. docker-compose's `maintain` service): SIGTERM or SIGINT ends it after the pass in
+    # progress (a checkpoint is put-if-absent either way), exiting with that pass's result.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    last: dict[str, Any] = {"tables": [], "failures": [], "skipped": []}
+    while not stop.is_set():  # a failed pass (database or storage down) is logged; the next one tries again
+        try:
+            last = await once()
+            print(json.dumps(last), file=sys.stderr, flush=True)
+        except (CommitOwnerError, OSError) as e:
+            logging.getLogger("commit_owner.maintain").error("maintenance pass failed: %s", e)
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+        except asyncio.TimeoutError:
+            pass
+    return last
 
 
 async def _clean(backend: StorageBackend, t: TableRow, properties: dict[str, str], dry_run: bool) -> CleanupReport:
@@ -248,35 +245,32 @@ def _hidden(rel: str) -> bool:
     return parts[0] == LOG_DIR or any(p.startswith(("_", ".")) for p in parts)
 
 
-def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry_run: bool, force: bool,
+async def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry_run: bool, force: bool,
                metrics_file: str | None = None) -> dict[str, Any]:
     """List (dry run) or delete the data files of ``ref`` that no version inside the retention window references
     and that are older than the retention. Raises InvalidArgumentError (refused, nothing deleted),
     TableNotFoundError, UnavailableError."""
 
-    async def go() -> dict[str, Any]:
-        async with _open(settings) as (store, storage):
-            t = await _resolve(store, ref)
-            if t.status in ("FENCED", "RELEASED", "DROPPED"):
-                raise InvalidArgumentError(f"{t.location} is {t.status}: its log is not (or no longer) the owner's; "
-                                           "nothing deleted")
-            backend = storage.for_uri(t.location)
-            try:
-                rep = await _vacuum(store, backend, t, retention, dry_run, force)
-            except OSError as e:
-                raise UnavailableError(f"log storage unavailable while vacuuming {t.location}: "
-                                       f"{type(e).__name__}: {e}") from e
-            if metrics_file:
-                from coordinator.runtime.metrics import MaintenanceMetrics
+    async with opened(settings) as (store, storage):
+        t = await resolve_table(store, ref)
+        if t.status in ("FENCED", "RELEASED", "DROPPED"):
+            raise InvalidArgumentError(f"{t.location} is {t.status}: its log is not (or no longer) the owner's; "
+                                       "nothing deleted")
+        backend = storage.for_uri(t.location)
+        try:
+            rep = await _vacuum(store, backend, t, retention, dry_run, force)
+        except OSError as e:
+            raise UnavailableError(f"log storage unavailable while vacuuming {t.location}: "
+                                   f"{type(e).__name__}: {e}") from e
+        if metrics_file:
+            from coordinator.runtime.metrics import MaintenanceMetrics
 
-                metrics = MaintenanceMetrics()
-                if not dry_run:
-                    metrics.vacuum_files.inc(rep.deleted)
-                    metrics.vacuum_bytes.inc(sum(f["size"] for f in rep.files))
-                metrics.write(metrics_file)
-            return rep.to_json()
-
-    return asyncio.run(go())
+            metrics = MaintenanceMetrics()
+            if not dry_run:
+                metrics.vacuum_files.inc(rep.deleted)
+                metrics.vacuum_bytes.inc(sum(f["size"] for f in rep.files))
+            metrics.write(metrics_file)
+        return rep.to_json()
 
 
 async def _vacuum(store: OwnershipStore, backend: StorageBackend, t: TableRow, retention: str | None, dry_run: bool,
