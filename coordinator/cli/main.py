@@ -55,7 +55,8 @@ def serve(config: str | None, **overrides: Any) -> None:
     supervising process starts the workers on the one port, restarts one that dies and
     forwards the signal to all of them.
     """
-    from coordinator.cli.supervisor import metrics_dir, worker_count
+    from coordinator.cli.supervisor import metrics_dir
+    from coordinator.runtime.settings import worker_count
 
     settings = load_settings(config, **overrides)
     workers = worker_count(settings.workers)

@@ -49,16 +49,6 @@ MAX_BACKOFF_SECONDS = 30.0
 _PR_SET_PDEATHSIG = 1
 
 
-def worker_count(setting: int) -> int:
-    """The ``workers`` setting resolved: 0 means the CPUs this process may run on."""
-    if setting > 0:
-        return setting
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
-
-
 @contextmanager
 def metrics_dir(workers: int) -> Iterator[str | None]:
     """A fresh folder for the workers' metric files when ``workers`` > 1 (else None), named in the environment

@@ -364,4 +364,14 @@ SETTINGS: tuple[Setting, ...] = tuple(
     Setting(f.name, f.default, f.metadata["help"], f.metadata["parse"], f.metadata["secret"], f.metadata["flag"])
     for f in fields(Settings)
 )
+def worker_count(setting: int) -> int:
+    """The ``workers`` setting resolved: 0 means the CPUs this process may run on."""
+    if setting > 0:
+        return setting
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 BY_NAME = {s.name: s for s in SETTINGS}
