@@ -140,12 +140,9 @@ async def _owners_files(storage: StorageRouter, t: TableRow) -> dict[str, Any]:
     """What the owner wrote for ``t`` that stays in storage when its registration is forgotten."""
 
     backend = storage.for_uri(t.location)
-    try:
-        published = [v for v in _published_versions(await backend.list_names(log_dir(t.location)))
-                     if t.base_version < v <= t.latest_backfilled_version]
-        staged = await backend.list_names(commit_dir_uri(t.location, t.commit_dir))
-    except OSError as e:
-        raise UnavailableError(f"log storage unavailable while listing {t.location}: {type(e).__name__}") from e
+    published = [v for v in _published_versions(await backend.list_names(log_dir(t.location)))
+                 if t.base_version < v <= t.latest_backfilled_version]
+    staged = await backend.list_names(commit_dir_uri(t.location, t.commit_dir))
     return {"publishedVersions": published, "stagedFiles": len(staged)}
 
 
@@ -162,11 +159,8 @@ async def forget_table(settings: Settings, ref: str, *, force: bool, confirm: Ca
 
     async with opened(settings) as (store, storage):
         t = await resolve_table(store, ref)
-        try:
-            usable = await log_used_as_owned(storage.for_uri(t.location), t.location, t.base_version,
-                                             t.latest_backfilled_version, t.table_id)
-        except OSError as e:
-            raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
+        usable = await log_used_as_owned(storage.for_uri(t.location), t.location, t.base_version,
+                                         t.latest_backfilled_version, t.table_id)
         if usable:
             why = (f"the log of {t.location} is published as owned by table {t.table_id} (version "
                    f"{t.base_version} names it, or a checkpoint of a later version the owner published; {t.status}, latest "
@@ -205,20 +199,16 @@ async def unfence_table(settings: Settings, ref: str) -> dict[str, Any]:
         backend = storage.for_uri(t.location)
         ratified = {r.version: r for r in await store.unbackfilled(t.table_id)}
         problems = []
-        try:
-            for v in _published_versions(await backend.list_names(log_dir(t.location))):
-                if v <= t.latest_backfilled_version:
-                    continue
-                row = ratified.get(v)
-                if row is None:
-                    problems.append(f"_delta_log/{delta_file_name(v)} lies above the owner's latest version "
-                                    f"{t.latest_version}")
-                elif hashlib.sha256(await backend.read(delta_file(t.location, v))).hexdigest() != row.content_sha256:
-                    problems.append(f"_delta_log/{delta_file_name(v)} differs from the commit the owner ratified as "
-                                    f"version {v}")
-        except OSError as e:
-            raise UnavailableError(f"log storage unavailable while checking {t.location}: "
-                                   f"{type(e).__name__}") from e
+        for v in _published_versions(await backend.list_names(log_dir(t.location))):
+            if v <= t.latest_backfilled_version:
+                continue
+            row = ratified.get(v)
+            if row is None:
+                problems.append(f"_delta_log/{delta_file_name(v)} lies above the owner's latest version "
+                                f"{t.latest_version}")
+            elif hashlib.sha256(await backend.read(delta_file(t.location, v))).hexdigest() != row.content_sha256:
+                problems.append(f"_delta_log/{delta_file_name(v)} differs from the commit the owner ratified as "
+                                f"version {v}")
         if problems:
             raise ForeignCommitFileError(f"{t.location} stays fenced: {'; '.join(problems)}. Save and move "
                                          "the foreign file(s) aside first (docs/runbook.md); nothing changed")

@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 from client.checkpoint import read_checkpoint_parts
 from client.contract.delta_log import parse_actions
-from client.contract.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
+from client.contract.errors import CommitOwnerError, InvalidArgumentError
 from client.contract.layout import LOG_DIR, deletion_vector_file, delta_file, log_dir, parse_delta_file, staged_file
 from client.snapshot import complete_checkpoints
 from coordinator.ops.checkpoints import (
@@ -60,22 +60,18 @@ async def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, ever
                 try:
                     rep = await checkpoint_table(storage.for_uri(t.location), t.location, t.latest_backfilled_version,
                                                  now_ms=_now_ms())
-                except (CheckpointError, CommitOwnerError) as e:
+                except (CheckpointError, CommitOwnerError) as e:  # storage failures included (UnavailableError)
                     out["failures"].append({"table": t.location, "reason": str(e)})
-                    continue
-                except OSError as e:
-                    out["failures"].append({"table": t.location, "reason": f"log storage: {type(e).__name__}: {e}"})
                     continue
                 row = rep.to_json()
                 out["tables"].append(row)
                 if cleanup and rep.skipped is None:
                     try:
                         cleaned = await _clean(storage.for_uri(t.location), t, rep.properties, cleanup_dry_run)
-                    except CommitOwnerError as e:
+                    except InvalidArgumentError as e:
                         out["failures"].append({"table": t.location, "reason": f"log cleanup: {e}; no log file deleted"})
-                    except OSError as e:
-                        out["failures"].append({"table": t.location,
-                                                "reason": f"log cleanup: storage: {type(e).__name__}: {e}"})
+                    except CommitOwnerError as e:  # storage failed part-way (UnavailableError): older files may be gone
+                        out["failures"].append({"table": t.location, "reason": f"log cleanup: {e}"})
                     else:
                         row["logCleanup"] = cleaned.to_json()
                         out["logFilesRemoved"] += cleaned.deleted
@@ -118,7 +114,7 @@ async def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, ever
 
 async def _clean(backend: StorageBackend, t: TableRow, properties: dict[str, str], dry_run: bool) -> CleanupReport:
     """Log cleanup of one table (coordinator/ops/logcleanup.py). Raises InvalidArgumentError (a bad
-    ``delta.logRetentionDuration``: nothing deleted), OSError."""
+    ``delta.logRetentionDuration``: nothing deleted), UnavailableError (storage failed)."""
     from coordinator.ops.logcleanup import clean_log, log_retention_seconds
 
     seconds = log_retention_seconds(properties)
@@ -256,12 +252,7 @@ async def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry
         if t.status in ("FENCED", "RELEASED", "DROPPED"):
             raise InvalidArgumentError(f"{t.location} is {t.status}: its log is not (or no longer) the owner's; "
                                        "nothing deleted")
-        backend = storage.for_uri(t.location)
-        try:
-            rep = await _vacuum(store, backend, t, retention, dry_run, force)
-        except OSError as e:
-            raise UnavailableError(f"log storage unavailable while vacuuming {t.location}: "
-                                   f"{type(e).__name__}: {e}") from e
+        rep = await _vacuum(store, storage.for_uri(t.location), t, retention, dry_run, force)
         if metrics_file:
             from coordinator.runtime.metrics import MaintenanceMetrics
 

@@ -7,12 +7,16 @@ from collections.abc import Callable
 
 from coordinator.runtime.settings import Settings
 from coordinator.storage.base import FileInfo, Prepared, StorageBackend
+from coordinator.storage.unavailable import StorageUnavailableError, UnavailableStorage
 
 log = logging.getLogger("commit_owner.storage")
 
 
 class StorageRouter:
-    """Hands out the backend for a location's scheme; backends are created on first use."""
+    """Hands out the backend for a location's scheme; backends are created on first use. Every call of a backend
+    it hands out raises ``StorageUnavailableError`` (an ``UnavailableError``) when storage fails
+    (``unavailable.py``: the one place storage errors are translated); FileExistsError and FileNotFoundError
+    stay the answers they are."""
 
     def __init__(self, settings: Settings, *, wrap: Callable[[StorageBackend], StorageBackend] | None = None) -> None:
         self._settings = settings
@@ -26,7 +30,8 @@ class StorageRouter:
             backend = self._wrap(self._make(scheme))
             if self._outer is not None:
                 backend = self._outer(backend)
-            self._backends[scheme] = backend
+            # outermost, so the wrappers inside see the backend's own errors (the metrics count timeouts)
+            backend = self._backends[scheme] = UnavailableStorage(backend)
         return backend
 
     def _wrap(self, backend: StorageBackend) -> StorageBackend:
@@ -88,4 +93,4 @@ async def check_credentials(settings: Settings, schemes: set[str]) -> None:
             raise ValueError(f"s3:// tables are allowed here, but {NO_CREDENTIALS}")
 
 
-__all__ = ["FileInfo", "Prepared", "StorageBackend", "StorageRouter", "check_credentials"]
+__all__ = ["FileInfo", "Prepared", "StorageBackend", "StorageRouter", "StorageUnavailableError", "check_credentials"]
