@@ -64,12 +64,12 @@ async def test_storage_failures_leave_the_router_as_unavailable_once_and_answers
     from client.contract.errors import UnavailableError
     from coordinator.runtime.metrics import Metrics
     from coordinator.runtime.settings import Settings
-    from coordinator.storage import StorageRouter
+    from coordinator.storage import StorageRouter, metered
 
     fifo = tmp_path / "hangs"
     os.mkfifo(fifo)
     metrics = Metrics()
-    storage = StorageRouter(Settings.load({"request_timeout_seconds": 0.3}, environ={}), wrap=metrics.wrap_storage)
+    storage = StorageRouter(Settings.load({"request_timeout_seconds": 0.3}, environ={}), wrap=metered(metrics))
     base = "file://" + str(tmp_path)
     backend = storage.for_uri(base)
     try:

@@ -24,7 +24,7 @@ from coordinator.core.vending import CredentialVendor
 from coordinator.ops.janitor import Janitor
 from coordinator.runtime.metrics import Metrics, RecentErrors
 from coordinator.runtime.settings import Settings
-from coordinator.storage import StorageRouter
+from coordinator.storage import StorageRouter, metered
 from coordinator.store import OwnershipStore, open_engine
 from coordinator.store.browse import BrowseStore
 from coordinator.store.names import NameStore
@@ -58,7 +58,7 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
-    router = StorageRouter(app[SETTINGS], wrap=app[METRICS].wrap_storage)
+    router = StorageRouter(app[SETTINGS], wrap=metered(app[METRICS]))
     app[STORAGE] = router
     try:
         yield

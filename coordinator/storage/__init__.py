@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from coordinator.runtime.settings import Settings
 from coordinator.storage.base import FileInfo, Prepared, StorageBackend
+from coordinator.storage.metering import metered
 from coordinator.storage.unavailable import StorageUnavailableError, UnavailableStorage
 
 log = logging.getLogger("commit_owner.storage")
@@ -93,4 +94,5 @@ async def check_credentials(settings: Settings, schemes: set[str]) -> None:
             raise ValueError(f"s3:// tables are allowed here, but {NO_CREDENTIALS}")
 
 
-__all__ = ["FileInfo", "Prepared", "StorageBackend", "StorageRouter", "StorageUnavailableError", "check_credentials"]
+__all__ = ["FileInfo", "Prepared", "StorageBackend", "StorageRouter", "StorageUnavailableError", "check_credentials",
+           "metered"]
