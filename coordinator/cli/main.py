@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -62,10 +63,13 @@ def serve(config: str | None, **overrides: Any) -> None:
     workers = worker_count(settings.workers)
     # Before prometheus_client is imported (below): it picks its multiprocess mode at import.
     with metrics_dir(workers) as folder:
-        _serve(settings, workers, folder)
+        serve_settings(settings, workers, folder)
 
 
-def _serve(settings: Any, workers: int, metrics_dir: str | None) -> None:
+def serve_settings(settings: Any, workers: int, metrics_dir: str | None, *,
+                   app_factory: Callable[[Any], Any] | None = None) -> None:
+    """`serve` with loaded settings: the checks before the port opens, then ``workers`` processes serving
+    ``app_factory(settings)`` (``create_app`` by default; the test harness passes its own: harness/with_faults.py)."""
     from coordinator.api import create_app
     from coordinator.api.auth import check_auth_mode
     from coordinator.runtime.logs import setup_logging
@@ -96,14 +100,14 @@ def _serve(settings: Any, workers: int, metrics_dir: str | None) -> None:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
     if workers == 1:
-        run_service(create_app(settings), settings, socks)
+        run_service((app_factory or create_app)(settings), settings, socks)
         return
     from coordinator.cli.supervisor import Supervisor
 
     addresses = addresses_of(socks)
     for sock in socks:  # a probe: the port is free; the workers bind it with SO_REUSEPORT
         sock.close()
-    code = Supervisor(settings, workers, addresses, metrics_dir=metrics_dir).run()
+    code = Supervisor(settings, workers, addresses, metrics_dir=metrics_dir, app_factory=app_factory).run()
     if code:
         sys.exit(code)
 
@@ -124,7 +128,7 @@ def migrate(config: str | None, **overrides: Any) -> None:
 WORKER_SETTINGS = ("database_url", "db_pool_size", "db_connect_timeout_seconds", "request_timeout_seconds",
                    "s3_endpoint_url", "s3_region", "s3_access_key_id", "s3_secret_access_key", "storage_threads",
                    "backfill_batch_size", "backfill_interval_ms", "backfill_lease_seconds", "group_commit_max_rows",
-                   "log_level", "log_format", "fault_injection")
+                   "log_level", "log_format")
 
 
 @main.command("backfill-worker")

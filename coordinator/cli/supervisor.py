@@ -31,7 +31,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
@@ -86,8 +86,10 @@ class _Slot:
 class Supervisor:
     """Runs ``n`` workers of ``settings`` on ``addresses`` until a signal; :meth:`run` returns the exit code."""
 
-    def __init__(self, settings: Settings, n: int, addresses: list[Address], *, metrics_dir: str | None) -> None:
+    def __init__(self, settings: Settings, n: int, addresses: list[Address], *, metrics_dir: str | None,
+                 app_factory: Callable[[Settings], Any] | None = None) -> None:
         self.settings = settings
+        self.app_factory = app_factory  # what each worker serves; create_app by default
         self.addresses = addresses
         self.metrics_dir = metrics_dir
         self.slots = [_Slot(i) for i in range(n)]
@@ -261,7 +263,7 @@ def _worker_main(sup: Supervisor, index: int, ready_fd: int, parent_read_fd: int
 
     try:
         socks = open_sockets(sup.addresses, reuse_port=True, listen=False)  # asyncio listens once the app started
-        app = create_app(sup.settings)
+        app = (sup.app_factory or create_app)(sup.settings)
 
         async def _started(_app: Any) -> None:
             os.write(ready_fd, b"1")

@@ -13,16 +13,18 @@ from client.contract.errors import InvalidArgumentError, NotFoundError, TableNot
 from client.contract.layout import normalize_location
 from coordinator.core.catalog import split_full_name
 from coordinator.runtime.settings import Settings
-from coordinator.storage import StorageRouter
+from coordinator.storage import StorageRouter, Wrap
 from coordinator.store import OwnershipStore, TableRow, open_engine
 from coordinator.store.names import NameStore
 
 
 @contextlib.asynccontextmanager
-async def opened(settings: Settings) -> AsyncIterator[tuple[OwnershipStore, StorageRouter]]:
-    """The ownership store and the log storage of one command, closed when the block ends."""
+async def opened(settings: Settings, *,
+                 storage_inner: Wrap | None = None) -> AsyncIterator[tuple[OwnershipStore, StorageRouter]]:
+    """The ownership store and the log storage of one command, closed when the block ends (``storage_inner``:
+    ``StorageRouter``'s ``inner``)."""
     async with open_engine(settings.database_url, pool_size=2, timeout=settings.request_timeout_seconds) as engine:
-        storage = StorageRouter(settings)
+        storage = StorageRouter(settings, inner=storage_inner)
         try:
             yield OwnershipStore(engine), storage
         finally:

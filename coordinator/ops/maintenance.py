@@ -25,7 +25,7 @@ from coordinator.ops.checkpoints import (
 from coordinator.ops.context import opened, resolve_table
 from coordinator.ops.logcleanup import CleanupReport
 from coordinator.runtime.settings import Settings
-from coordinator.storage import StorageBackend
+from coordinator.storage import StorageBackend, Wrap
 from coordinator.store import OwnershipStore, TableRow
 
 
@@ -36,11 +36,11 @@ def _now_ms() -> int:
 # -- checkpoints ------------------------------------------------------------------------------------------------
 
 async def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: float | None = None,
-                 metrics_file: str | None = None, cleanup: bool = True,
-                 cleanup_dry_run: bool = False) -> dict[str, Any]:
+                 metrics_file: str | None = None, cleanup: bool = True, cleanup_dry_run: bool = False,
+                 storage_inner: Wrap | None = None) -> dict[str, Any]:
     """Checkpoint the given tables (every registered one but FENCED ones when none), then clean their expired
     log files (unless not ``cleanup``; only listed with ``cleanup_dry_run``), once or every ``every`` seconds;
-    with ``metrics_file``, the figures are written there after each pass."""
+    with ``metrics_file``, the figures are written there after each pass (``storage_inner``: ``StorageRouter``'s)."""
     from coordinator.runtime.metrics import MaintenanceMetrics
 
     metrics = MaintenanceMetrics()
@@ -48,7 +48,7 @@ async def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, ever
     async def once() -> dict[str, Any]:
         out: dict[str, Any] = {"tables": [], "failures": [], "skipped": [], "checkpointsWritten": 0, "maxLag": 0,
                                "logFilesRemoved": 0}
-        async with opened(settings) as (store, storage):
+        async with opened(settings, storage_inner=storage_inner) as (store, storage):
             targets = [await resolve_table(store, t) for t in tables] if tables else await store.list_tables()
             for t in targets:
                 if t.status == "FENCED":
