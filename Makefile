@@ -109,9 +109,10 @@ run: migrate ## Start the service on SQLite + local files at 127.0.0.1:8080
 	mkdir -p warehouse
 	$(BIN)/commit-owner serve --database-url '$(DB_URL)' --host $(HOST) --port $(PORT)
 
-lint: install-test ## ruff and mypy (configured in pyproject.toml; part of make test)
+lint: install-test ## ruff, mypy and lint-imports (the layers, no import circles; configured in pyproject.toml; part of make test)
 	$(BIN)/ruff check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 test: install-test install-sail install-uc-client install-daft install-ha lint ## Install test dependencies, lint, and run the whole suite
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

@@ -94,8 +94,6 @@ async def backfill_table(
                     await store.record_backfill_error(table.table_id, reason)
                     raise ForeignCommitFileError(reason, latest_table_version=table.reported_latest) from None
                 result.already_present.append(row.version)
-            except OSError as e:
-                raise UnavailableError(f"storage error publishing version {row.version}: {e}") from e
             done = row.version
             if on_version:
                 on_version(row.version)
@@ -134,10 +132,7 @@ async def _ratified_bytes(storage: StorageRouter, table: TableRow, row: CommitRo
     first, so a published version always has both files), else from its staged file."""
     if row.body is None:
         return await _read(storage, staged_file(table.location, table.commit_dir, row.file_name))
-    try:
-        return await commit_bytes(storage, table.location, table.commit_dir, row)
-    except OSError as e:
-        raise UnavailableError(f"storage error writing the staged file of version {row.version}: {e}") from e
+    return await commit_bytes(storage, table.location, table.commit_dir, row)
 
 
 async def _read(storage: StorageRouter, uri: str, missing: str | None = None) -> bytes:
@@ -146,8 +141,6 @@ async def _read(storage: StorageRouter, uri: str, missing: str | None = None) ->
         return await storage.for_uri(uri).read(uri)
     except FileNotFoundError:
         raise UnavailableError(missing or f"commit file missing: {uri.rsplit('/', 2)[-2:]}") from None
-    except OSError as e:
-        raise UnavailableError(f"storage error reading {uri.rsplit('/', 1)[-1]}: {e}") from e
 
 
 async def repair_hole(store: OwnershipStore, storage: StorageRouter, table: TableRow, from_version: int) -> list[int]:

@@ -24,6 +24,7 @@ from typing import Any
 
 from client import CommitOwnerClient
 from client.contract.layout import delta_file
+from harness.storage_faults import STORAGE_FAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
 S3_KEY, S3_SECRET = "testing", "testing"
@@ -236,7 +237,9 @@ class Service:
         env.update(self.extra_env)
         self.log_path = tmp / f"service-{self.port}-{uuid.uuid4().hex[:6]}.log"
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "coordinator", "serve"], env=env, cwd=str(ROOT),
+        # Faults injected into log storage (harness/storage_faults.py): the harness's own entry point serves
+        cmd = ["harness.with_faults", "serve"] if env.get(STORAGE_FAULTS) else ["coordinator", "serve"]
+        self.proc = subprocess.Popen([sys.executable, "-m", *cmd], env=env, cwd=str(ROOT),
                                      stdout=log, stderr=subprocess.STDOUT)
         log.close()
         try:

@@ -26,6 +26,7 @@ from coordinator.core.service import CommitService
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore
+from harness.storage_faults import STORAGE_FAULTS, faults_from
 from tests.support import Backend, actions, delta_file, ndjson, version0
 
 API = "/api/v1"
@@ -47,7 +48,9 @@ class InProcess:
 
     @classmethod
     async def start(cls, backend: Backend, env: dict[str, str] | None = None) -> InProcess:
-        app = create_app(backend_settings(backend, env))
+        env = dict(env or {})
+        faults = faults_from({STORAGE_FAULTS: env.pop(STORAGE_FAULTS, "")})  # harness/storage_faults.py
+        app = create_app(backend_settings(backend, env), storage_inner=faults)
         server = TestServer(app, host="127.0.0.1")
         await server.start_server()
         session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60))

@@ -54,3 +54,38 @@ async def test_a_hung_call_ends_at_the_deadline_and_a_cancel_from_elsewhere_stay
         assert task.cancelling() == 0
     finally:
         await storage.close()
+
+
+@pytest.mark.asyncio(loop_scope="session")
+async def test_storage_failures_leave_the_router_as_unavailable_once_and_answers_stay_answers(tmp_path: Path) -> None:
+    """Every backend the router hands out translates its failures in one place (storage/unavailable.py): a call
+    past the deadline is UnavailableError (503, retryable; an OSError too) with the one message shape, and is
+    still counted as a timeout by the metrics inside; FileNotFoundError and FileExistsError are answers."""
+    from client.contract.errors import UnavailableError
+    from coordinator.runtime.metrics import Metrics
+    from coordinator.runtime.settings import Settings
+    from coordinator.storage import StorageRouter, metered
+
+    fifo = tmp_path / "hangs"
+    os.mkfifo(fifo)
+    metrics = Metrics()
+    storage = StorageRouter(Settings.load({"request_timeout_seconds": 0.3}, environ={}), wrap=metered(metrics))
+    base = "file://" + str(tmp_path)
+    backend = storage.for_uri(base)
+    try:
+        with pytest.raises(UnavailableError) as late:
+            await backend.read(f"{base}/hangs")
+        _release(fifo)
+        assert isinstance(late.value, OSError) and late.value.retryable and late.value.code == "UNAVAILABLE"
+        assert late.value.message == f"log storage unavailable while reading {tmp_path.name}/hangs: TimeoutError"
+        assert isinstance(late.value.__cause__, TimeoutError)
+        assert metrics.storage_timeouts.labels("read")._value.get() == 1
+
+        with pytest.raises(FileNotFoundError):
+            await backend.read(f"{base}/missing")
+        await backend.put_if_absent(f"{base}/once", b"1")
+        with pytest.raises(FileExistsError):
+            await backend.put_if_absent(f"{base}/once", b"2")
+        assert (tmp_path / "once").read_bytes() == b"1"
+    finally:
+        await storage.close()

@@ -16,7 +16,7 @@ import pytest_asyncio
 
 from client.contract.layout import delta_file
 from coordinator.runtime.metrics import Metrics
-from coordinator.storage import StorageRouter
+from coordinator.storage import StorageRouter, metered
 from tests.conftest import make_backend
 from tests.inprocess import backend_settings
 from tests.support import Backend
@@ -46,7 +46,7 @@ class Place:
 
 @pytest_asyncio.fixture
 async def place(backend: Backend) -> AsyncIterator[Place]:
-    storage = StorageRouter(backend_settings(backend), wrap=Metrics().wrap_storage)
+    storage = StorageRouter(backend_settings(backend), wrap=metered(Metrics()))
     loc = backend.new_location()
     yield Place(storage, loc, delta_file(loc, 3))
     await storage.close()

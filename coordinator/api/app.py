@@ -6,6 +6,7 @@ routes.py): the router, the auth middleware, the error envelopes and the OpenAPI
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import AsyncIterator
 
@@ -24,7 +25,7 @@ from coordinator.core.vending import CredentialVendor
 from coordinator.ops.janitor import Janitor
 from coordinator.runtime.metrics import Metrics, RecentErrors
 from coordinator.runtime.settings import Settings
-from coordinator.storage import StorageRouter
+from coordinator.storage import StorageRouter, Wrap, metered
 from coordinator.store import OwnershipStore, open_engine
 from coordinator.store.browse import BrowseStore
 from coordinator.store.names import NameStore
@@ -57,8 +58,8 @@ async def _store_ctx(app: web.Application) -> AsyncIterator[None]:
             await app[STORE].close()
 
 
-async def _storage_ctx(app: web.Application) -> AsyncIterator[None]:
-    router = StorageRouter(app[SETTINGS], wrap=app[METRICS].wrap_storage)
+async def _storage_ctx(app: web.Application, inner: Wrap | None = None) -> AsyncIterator[None]:
+    router = StorageRouter(app[SETTINGS], wrap=metered(app[METRICS]), inner=inner)
     app[STORAGE] = router
     try:
         yield
@@ -99,14 +100,17 @@ async def _flush_metrics(app: web.Application) -> None:
     app[METRICS].flush()
 
 
-def create_app(settings: Settings) -> web.Application:
+def create_app(settings: Settings, *, storage_inner: Wrap | None = None) -> web.Application:
+    """The service's application; ``storage_inner`` wraps each log-storage backend inside its deadline
+    (``StorageRouter``'s ``inner``: the test harness's fault injection)."""
     check_auth_mode(settings)
     app = web.Application(middlewares=[observe.access_middleware, error_middleware, auth_middleware],
                           client_max_size=settings.max_body_bytes)
     app[SETTINGS] = settings
     app[METRICS] = Metrics()
     app[RECENT_ERRORS] = RecentErrors()
-    app.cleanup_ctx.extend([_store_ctx, _storage_ctx, _service_ctx, tokens_ctx, _janitor_ctx])
+    app.cleanup_ctx.extend([_store_ctx, functools.partial(_storage_ctx, inner=storage_inner), _service_ctx, tokens_ctx,
+                            _janitor_ctx])
     app.on_cleanup.append(_flush_metrics)
     table = RouteTable(ROUTES)
     table.add_to(app.router)

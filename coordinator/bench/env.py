@@ -202,7 +202,7 @@ class BenchEnv:
     @property
     def service_workers(self) -> int:
         """The service's worker processes, as `serve` resolves ``--workers``."""
-        from coordinator.cli.supervisor import worker_count
+        from coordinator.runtime.settings import worker_count
 
         return worker_count(self.workers)
 

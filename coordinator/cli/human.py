@@ -23,6 +23,6 @@ def cell(value: Any) -> str:
 
 def when(ms: int | None) -> str:
     """Milliseconds since the epoch as an ISO-8601 UTC time to the second; ``-`` for none."""
-    from coordinator.ops.commands import iso_time
+    from coordinator.ops.context import iso_time
 
     return iso_time(ms) or NONE

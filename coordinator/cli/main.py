@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -55,16 +56,20 @@ def serve(config: str | None, **overrides: Any) -> None:
     supervising process starts the workers on the one port, restarts one that dies and
     forwards the signal to all of them.
     """
-    from coordinator.cli.supervisor import metrics_dir, worker_count
+    from coordinator.cli.supervisor import metrics_dir
+    from coordinator.runtime.settings import worker_count
 
     settings = load_settings(config, **overrides)
     workers = worker_count(settings.workers)
     # Before prometheus_client is imported (below): it picks its multiprocess mode at import.
     with metrics_dir(workers) as folder:
-        _serve(settings, workers, folder)
+        serve_settings(settings, workers, folder)
 
 
-def _serve(settings: Any, workers: int, metrics_dir: str | None) -> None:
+def serve_settings(settings: Any, workers: int, metrics_dir: str | None, *,
+                   app_factory: Callable[[Any], Any] | None = None) -> None:
+    """`serve` with loaded settings: the checks before the port opens, then ``workers`` processes serving
+    ``app_factory(settings)`` (``create_app`` by default; the test harness passes its own: harness/with_faults.py)."""
     from coordinator.api import create_app
     from coordinator.api.auth import check_auth_mode
     from coordinator.runtime.logs import setup_logging
@@ -95,14 +100,14 @@ def _serve(settings: Any, workers: int, metrics_dir: str | None) -> None:
         click.echo(f"error: {e}", err=True)
         sys.exit(2)
     if workers == 1:
-        run_service(create_app(settings), settings, socks)
+        run_service((app_factory or create_app)(settings), settings, socks)
         return
     from coordinator.cli.supervisor import Supervisor
 
     addresses = addresses_of(socks)
     for sock in socks:  # a probe: the port is free; the workers bind it with SO_REUSEPORT
         sock.close()
-    code = Supervisor(settings, workers, addresses, metrics_dir=metrics_dir).run()
+    code = Supervisor(settings, workers, addresses, metrics_dir=metrics_dir, app_factory=app_factory).run()
     if code:
         sys.exit(code)
 
@@ -123,7 +128,7 @@ def migrate(config: str | None, **overrides: Any) -> None:
 WORKER_SETTINGS = ("database_url", "db_pool_size", "db_connect_timeout_seconds", "request_timeout_seconds",
                    "s3_endpoint_url", "s3_region", "s3_access_key_id", "s3_secret_access_key", "storage_threads",
                    "backfill_batch_size", "backfill_interval_ms", "backfill_lease_seconds", "group_commit_max_rows",
-                   "log_level", "log_format", "fault_injection")
+                   "log_level", "log_format")
 
 
 @main.command("backfill-worker")
@@ -158,8 +163,8 @@ def backfill(table: str | None, all_tables: bool, to_version: int | None, endpoi
         raise click.UsageError("give exactly one of --table and --all")
     settings = load_settings(config, **overrides)
     show = sys.stderr.isatty() if progress is None else progress
-    summary = run_backfill(settings, table=table, to_version=to_version, endpoint=endpoint, token=token,
-                           progress=show)
+    summary = asyncio.run(run_backfill(settings, table=table, to_version=to_version, endpoint=endpoint, token=token,
+                                       progress=show))
     if as_json:
         click.echo(json.dumps(summary, indent=2))
     else:
@@ -181,7 +186,7 @@ def janitor(dry_run: bool, as_json: bool, config: str | None, **overrides: Any) 
     """Remove orphan commit files (written, never ratified) older than the safe age (docs/reliability.md)."""
     from coordinator.ops.commands import run_janitor
 
-    rep = run_janitor(load_settings(config, **overrides), dry_run=dry_run)
+    rep = asyncio.run(run_janitor(load_settings(config, **overrides), dry_run=dry_run))
     if as_json:
         click.echo(json.dumps(rep, indent=2))
     else:
@@ -210,10 +215,11 @@ def tables() -> None:
 def tables_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     """Every table: id, name, latest, backfilled, unbackfilled, accepting, status, last commit time, location."""
     from coordinator.cli.human import cell
-    from coordinator.ops.commands import iso_time, list_tables
+    from coordinator.ops.commands import list_tables
+    from coordinator.ops.context import iso_time
     from coordinator.store.rows import shown_name
 
-    rows = list_tables(load_settings(config, **overrides))
+    rows = asyncio.run(list_tables(load_settings(config, **overrides)))
     for r in rows:
         r["lastCommitTime"] = iso_time(r.get("lastCommitAt"))
     if as_json:
@@ -240,7 +246,7 @@ def tables_show(table: str, as_json: bool, limit: int, config: str | None, **ove
     from coordinator.cli.human import cell, when
     from coordinator.ops.commands import show_table
 
-    info = show_table(load_settings(config, **overrides), table, limit)
+    info = asyncio.run(show_table(load_settings(config, **overrides), table, limit))
     if as_json:
         click.echo(json.dumps(info, indent=2))
         return
@@ -270,7 +276,7 @@ def transactions_list(table: str | None, limit: int, as_json: bool, config: str 
     from coordinator.cli.human import cell
     from coordinator.ops.transactions import list_transactions
 
-    rows = list_transactions(load_settings(config, **overrides), table, limit)
+    rows = asyncio.run(list_transactions(load_settings(config, **overrides), table, limit))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -218,7 +219,7 @@ def tables_forget(table: str, force: bool, yes: bool, as_json: bool, config: str
         except click.Abort:
             return False
 
-    out = forget_table(load_settings(config, **overrides), table, force=force, confirm=confirm)
+    out = asyncio.run(forget_table(load_settings(config, **overrides), table, force=force, confirm=confirm))
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -242,7 +243,7 @@ def tables_unfence(table: str, as_json: bool, config: str | None, **overrides: A
 
     from coordinator.ops.commands import unfence_table
 
-    out = unfence_table(load_settings(config, **overrides), table)
+    out = asyncio.run(unfence_table(load_settings(config, **overrides), table))
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
@@ -296,8 +297,8 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
                                "from a clone, .venv/bin/pip install -e '.[maintain]'") from None
     settings = load_settings(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
-    out = run_maintain(settings, tables, every=every, metrics_file=metrics_file, cleanup=log_cleanup,
-                       cleanup_dry_run=log_cleanup_dry_run)
+    out = asyncio.run(run_maintain(settings, tables, every=every, metrics_file=metrics_file, cleanup=log_cleanup,
+                                   cleanup_dry_run=log_cleanup_dry_run))
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
@@ -340,8 +341,8 @@ def vacuum(table: str, retention: str | None, dry_run: bool, force: bool, metric
 
     from coordinator.ops.maintenance import run_vacuum
 
-    out = run_vacuum(load_settings(config, **overrides), table, retention=retention, dry_run=dry_run, force=force,
-                     metrics_file=metrics_file)
+    out = asyncio.run(run_vacuum(load_settings(config, **overrides), table, retention=retention, dry_run=dry_run,
+                                 force=force, metrics_file=metrics_file))
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return

@@ -7,6 +7,7 @@ removes it (and, where safe, the files under its location) on its rounds, `stagi
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Any
@@ -30,10 +31,10 @@ def staging() -> None:
 @settings_options(("database_url", "staging_expiry_seconds"))
 def staging_list(as_json: bool, config: str | None, **overrides: Any) -> None:
     """Every reservation: id, name, age, when it expires, location."""
-    from coordinator.ops.commands import iso_time
+    from coordinator.ops.context import iso_time
     from coordinator.ops.staging import list_reservations
 
-    rows = list_reservations(load_settings(config, **overrides))
+    rows = asyncio.run(list_reservations(load_settings(config, **overrides)))
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return
@@ -52,7 +53,7 @@ def staging_clean(dry_run: bool, as_json: bool, config: str | None, **overrides:
     """Remove reservations older than --staging-expiry-seconds and, where safe, the files under their location."""
     from coordinator.ops.staging import clean_reservations
 
-    rep = clean_reservations(load_settings(config, **overrides), dry_run=dry_run)
+    rep = asyncio.run(clean_reservations(load_settings(config, **overrides), dry_run=dry_run))
     if as_json:
         click.echo(json.dumps(rep, indent=2))
     else:

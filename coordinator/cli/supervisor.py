@@ -31,7 +31,7 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import wait
@@ -47,16 +47,6 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 STABLE_SECONDS = 10.0  # a worker that ran this long before dying is restarted at once
 MAX_BACKOFF_SECONDS = 30.0
 _PR_SET_PDEATHSIG = 1
-
-
-def worker_count(setting: int) -> int:
-    """The ``workers`` setting resolved: 0 means the CPUs this process may run on."""
-    if setting > 0:
-        return setting
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 @contextmanager
@@ -96,8 +86,10 @@ class _Slot:
 class Supervisor:
     """Runs ``n`` workers of ``settings`` on ``addresses`` until a signal; :meth:`run` returns the exit code."""
 
-    def __init__(self, settings: Settings, n: int, addresses: list[Address], *, metrics_dir: str | None) -> None:
+    def __init__(self, settings: Settings, n: int, addresses: list[Address], *, metrics_dir: str | None,
+                 app_factory: Callable[[Settings], Any] | None = None) -> None:
         self.settings = settings
+        self.app_factory = app_factory  # what each worker serves; create_app by default
         self.addresses = addresses
         self.metrics_dir = metrics_dir
         self.slots = [_Slot(i) for i in range(n)]
@@ -271,7 +263,7 @@ def _worker_main(sup: Supervisor, index: int, ready_fd: int, parent_read_fd: int
 
     try:
         socks = open_sockets(sup.addresses, reuse_port=True, listen=False)  # asyncio listens once the app started
-        app = create_app(sup.settings)
+        app = (sup.app_factory or create_app)(sup.settings)
 
         async def _started(_app: Any) -> None:
             os.write(ready_fd, b"1")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from client.contract.delta_log import parse_actions
-from client.contract.errors import CommitOwnerError, UnavailableError
+from client.contract.errors import CommitOwnerError
 from client.contract.layout import delta_file, log_dir, parse_delta_file
 from coordinator.storage import StorageBackend
 
@@ -30,10 +30,7 @@ async def newest_actions(storage: StorageBackend, location: str, kinds: tuple[st
     by kind; a kind not found in its commit files is missing. Raises UnavailableError when storage cannot be read."""
     from client.snapshot import complete_checkpoints
 
-    try:
-        names = await storage.list_names(log_dir(location))
-    except OSError as e:
-        raise UnavailableError(f"log storage unavailable while reading the log: {type(e).__name__}") from e
+    names = await storage.list_names(log_dir(location))
     floor = max(complete_checkpoints(names), default=-1)
     versions = sorted((v for v in map(parse_delta_file, names) if v is not None and v > floor), reverse=True)
     found: dict[str, dict[str, Any]] = {}
@@ -44,8 +41,6 @@ async def newest_actions(storage: StorageBackend, location: str, kinds: tuple[st
             continue  # removed by log cleanup since the listing
         except (CommitOwnerError, ValueError):
             return found  # not a log a reader could replay: nothing more to tell
-        except OSError as e:
-            raise UnavailableError(f"log storage unavailable while reading the log: {type(e).__name__}") from e
         for action in actions:
             for kind in kinds:
                 body = action.get(kind)

@@ -17,7 +17,6 @@ from client.contract.errors import (
     InvalidArgumentError,
     NotADeltaTableError,
     TableAlreadyExistsError,
-    UnavailableError,
     VersionMismatchError,
 )
 from client.contract.layout import delta_file, log_dir, parse_versioned_file
@@ -31,10 +30,7 @@ async def newest_version(storage: StorageBackend, location: str) -> tuple[int, s
 
     Raises UnavailableError when storage cannot be read.
     """
-    try:
-        names = await storage.list_names(log_dir(location))
-    except OSError as e:
-        raise UnavailableError(f"log storage unavailable while checking the log: {type(e).__name__}") from e
+    names = await storage.list_names(log_dir(location))
     versions = {v for v in map(parse_versioned_file, names) if v is not None}
     return max(versions, default=-1), versions
 
@@ -67,8 +63,6 @@ async def first_commit_names(storage: StorageBackend, location: str, version: in
         data = await storage.read(delta_file(location, version))
     except FileNotFoundError:
         return False
-    except OSError as e:
-        raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
     try:
         actions = parse_actions(data)
     except CommitOwnerError:
@@ -100,10 +94,7 @@ async def log_used_as_owned(storage: StorageBackend, location: str, base_version
         return True
     if latest_backfilled <= base_version:
         return False
-    try:
-        names = await storage.list_names(log_dir(location))
-    except OSError as e:
-        raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
+    names = await storage.list_names(log_dir(location))
     return any(base_version < v <= latest_backfilled for v in complete_checkpoints(names))
 
 
@@ -123,10 +114,7 @@ async def clear_dead_proposal(store: OwnershipStore, storage: StorageBackend, lo
         return True  # forgotten meanwhile: registering again may succeed
     if held.latest_version != held.base_version:
         return False
-    try:
-        published = await storage.exists(delta_file(location, held.base_version))
-    except OSError as e:
-        raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
+    published = await storage.exists(delta_file(location, held.base_version))
     if not published or await first_commit_names(storage, location, held.base_version, held.table_id):
         return False
     return await store.forget_registration(held.table_id)

@@ -13,7 +13,6 @@ import logging
 from collections import OrderedDict
 from collections.abc import Iterable
 
-from client.contract.errors import UnavailableError
 from client.contract.layout import staged_file
 from coordinator.storage import StorageRouter
 from coordinator.store import CommitRow
@@ -33,23 +32,19 @@ async def ensure_staged(storage: StorageRouter, location: str, commit_dir: str, 
         return
     path = staged_file(location, commit_dir, row.file_name)
     backend = storage.for_uri(path)
+    if await backend.exists(path):
+        return
     try:
-        if await backend.exists(path):
-            return
-        try:
-            await backend.put_if_absent(path, row.body)
-        except FileExistsError:
-            return  # its writer got there in the meantime
-    except OSError as e:
-        raise UnavailableError(f"log storage unavailable while making sure the staged file of version "
-                               f"{row.version} is there: {type(e).__name__}") from e
+        await backend.put_if_absent(path, row.body)
+    except FileExistsError:
+        return  # its writer got there in the meantime
     log.warning("table %s: the staged file of ratified version %d was missing; written from its row (%s)",
                 row.table_id, row.version, row.file_name)
 
 
 async def commit_bytes(storage: StorageRouter, location: str, commit_dir: str, row: CommitRow) -> bytes:
     """The bytes ratified as ``row``: from the row while it keeps them (its staged file made sure of first),
-    else read from its staged file. Raises OSError from the read."""
+    else read from its staged file. Raises UnavailableError (storage failed), FileNotFoundError."""
     if row.body is not None:
         await ensure_staged(storage, location, commit_dir, row)
         return row.body

@@ -3,102 +3,53 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import os
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from typing import Any
 
 from client.contract.errors import (
     CommitOwnerError,
     ForeignCommitFileError,
     InvalidArgumentError,
-    NotFoundError,
     OwnershipPublishedError,
     TableNotFoundError,
     UnavailableError,
 )
-from client.contract.layout import commit_dir_uri, delta_file, delta_file_name, log_dir, normalize_location, parse_delta_file
-from coordinator.core.catalog import split_full_name
+from client.contract.layout import commit_dir_uri, delta_file, delta_file_name, log_dir, parse_delta_file
+from coordinator.ops.context import iso_time, opened, resolve_table
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter
-from coordinator.store import OwnershipStore, TableRow, open_engine
-from coordinator.store.names import NameStore
+from coordinator.store import TableRow
 
 
-@contextlib.asynccontextmanager
-async def _open(settings: Settings) -> AsyncIterator[tuple[OwnershipStore, StorageRouter]]:
-    async with open_engine(settings.database_url, pool_size=2, timeout=settings.request_timeout_seconds) as engine:
-        storage = StorageRouter(settings)
-        try:
-            yield OwnershipStore(engine), storage
-        finally:
-            await storage.close()
+async def list_tables(settings: Settings) -> list[dict[str, Any]]:
+    async with opened(settings) as (store, _):
+        return [t.to_json() for t in await store.list_tables()]
 
 
-async def _resolve(store: OwnershipStore, ref: str) -> TableRow:
-    """The table an operator names: a table id, a ``catalog.schema.table`` name, or a location (an absolute or
-    relative path, a file:// or s3:// URI). Raises TableNotFoundError, InvalidArgumentError."""
-    try:
-        return await store.get_table(str(uuid.UUID(ref)))
-    except ValueError:
-        pass
-    if "/" not in ref and ":" not in ref and ref.count(".") == 2:
-        try:
-            return (await NameStore(store).get_named(*split_full_name(ref, 3)))[0]
-        except NotFoundError as e:
-            raise TableNotFoundError(f"{e.message} (by name; a table id or location works too)") from None
-    try:
-        return await store.find_table(normalize_location(ref if ":" in ref else os.path.abspath(ref)))
-    except InvalidArgumentError as e:
-        raise InvalidArgumentError(f"{ref[:120]!r} names no table: give a table id, a catalog.schema.table name or a "
-                                   f"location ({e.message})") from None
+async def show_table(settings: Settings, ref: str, limit: int = 20) -> dict[str, Any]:
+    async with opened(settings) as (store, _):
+        t = await resolve_table(store, ref)
+        out = t.to_json()
+        out["backfillError"] = t.backfill_error
+        out["lastCommitTime"] = iso_time(t.last_commit_at)
+        out["droppedTime"] = iso_time(t.dropped_at)
+        out["recentCommits"] = [
+            {**c.to_json(t.location, t.commit_dir), "backfilled": c.backfilled_at is not None,
+             "ratifiedAt": c.ratified_at, "idempotencyKey": c.idempotency_key}
+            for c in await store.recent_commits(t.table_id, limit)
+        ]
+        return out
 
 
-def iso_time(ms: int | None) -> str | None:
-    """Milliseconds since the epoch as an ISO-8601 UTC time (None stays None)."""
-    if ms is None:
-        return None
-    import datetime
-
-    return datetime.datetime.fromtimestamp(ms / 1000, datetime.timezone.utc).isoformat(timespec="seconds").replace(
-        "+00:00", "Z")
-
-
-def list_tables(settings: Settings) -> list[dict[str, Any]]:
-    async def go() -> list[dict[str, Any]]:
-        async with _open(settings) as (store, _):
-            return [t.to_json() for t in await store.list_tables()]
-
-    return asyncio.run(go())
-
-
-def show_table(settings: Settings, ref: str, limit: int = 20) -> dict[str, Any]:
-    async def go() -> dict[str, Any]:
-        async with _open(settings) as (store, _):
-            t = await _resolve(store, ref)
-            out = t.to_json()
-            out["backfillError"] = t.backfill_error
-            out["lastCommitTime"] = iso_time(t.last_commit_at)
-            out["droppedTime"] = iso_time(t.dropped_at)
-            out["recentCommits"] = [
-                {**c.to_json(t.location, t.commit_dir), "backfilled": c.backfilled_at is not None,
-                 "ratifiedAt": c.ratified_at, "idempotencyKey": c.idempotency_key}
-                for c in await store.recent_commits(t.table_id, limit)
-            ]
-            return out
-
-    return asyncio.run(go())
-
-
-def run_backfill(
+async def run_backfill(
     settings: Settings, *, table: str | None, to_version: int | None, endpoint: str | None, token: str | None,
     progress: bool,
 ) -> dict[str, Any]:
     """Backfill one table (``table``) or all tables behind; returns a summary with failures."""
-    if endpoint:
-        return _backfill_via_api(endpoint, token, table, to_version, progress)
-    return asyncio.run(_backfill_direct(settings, table, to_version, progress))
+    if endpoint:  # the client library is synchronous: its calls run in a thread
+        return await asyncio.to_thread(_backfill_via_api, endpoint, token, table, to_version, progress)
+    return await _backfill_direct(settings, table, to_version, progress)
 
 
 async def _backfill_direct(settings: Settings, ref: str | None, to_version: int | None, progress: bool) -> dict[str, Any]:
@@ -107,11 +58,11 @@ async def _backfill_direct(settings: Settings, ref: str | None, to_version: int 
     from backfill.worker import Backfiller
 
     summary: dict[str, Any] = {"tables_done": 0, "versions_published": 0, "failures": [], "tables": []}
-    async with _open(settings) as (store, storage):
+    async with opened(settings) as (store, storage):
         worker = Backfiller(store, storage, settings, background=False)
         if ref is not None:
             try:
-                targets = [await _resolve(store, ref)]
+                targets = [await resolve_table(store, ref)]
             except CommitOwnerError as e:
                 summary["failures"].append({"table": ref, "reason": e.message})
                 return summary
@@ -169,18 +120,15 @@ def _backfill_via_api(endpoint: str, token: str | None, ref: str | None, to_vers
     return summary
 
 
-def run_janitor(settings: Settings, *, dry_run: bool) -> dict[str, Any]:
+async def run_janitor(settings: Settings, *, dry_run: bool) -> dict[str, Any]:
     """One janitor pass straight against the database and storage (``commit-owner janitor``)."""
     from coordinator.ops.janitor import Janitor, safe_min_age
 
-    async def go() -> dict[str, Any]:
-        async with _open(settings) as (store, storage):
-            from coordinator.store.names import NameStore
+    async with opened(settings) as (store, storage):
+        from coordinator.store.names import NameStore
 
-            rep = await Janitor(store, storage, settings, names=NameStore(store)).run_once(dry_run=dry_run)
-            return {**rep.to_json(), "minAgeSeconds": safe_min_age(settings)}
-
-    return asyncio.run(go())
+        rep = await Janitor(store, storage, settings, names=NameStore(store)).run_once(dry_run=dry_run)
+        return {**rep.to_json(), "minAgeSeconds": safe_min_age(settings)}
 
 
 def _published_versions(names: list[str]) -> list[int]:
@@ -192,16 +140,13 @@ async def _owners_files(storage: StorageRouter, t: TableRow) -> dict[str, Any]:
     """What the owner wrote for ``t`` that stays in storage when its registration is forgotten."""
 
     backend = storage.for_uri(t.location)
-    try:
-        published = [v for v in _published_versions(await backend.list_names(log_dir(t.location)))
-                     if t.base_version < v <= t.latest_backfilled_version]
-        staged = await backend.list_names(commit_dir_uri(t.location, t.commit_dir))
-    except OSError as e:
-        raise UnavailableError(f"log storage unavailable while listing {t.location}: {type(e).__name__}") from e
+    published = [v for v in _published_versions(await backend.list_names(log_dir(t.location)))
+                 if t.base_version < v <= t.latest_backfilled_version]
+    staged = await backend.list_names(commit_dir_uri(t.location, t.commit_dir))
     return {"publishedVersions": published, "stagedFiles": len(staged)}
 
 
-def forget_table(settings: Settings, ref: str, *, force: bool, confirm: Callable[[str], bool]) -> dict[str, Any]:
+async def forget_table(settings: Settings, ref: str, *, force: bool, confirm: Callable[[str], bool]) -> dict[str, Any]:
     """Drop a table's registration (and its commit rows) while no reader can use its log as owned by us.
 
     The log is usable when ``<base>.json`` (version 0 of a created table, r+1 of a taken-over one) is
@@ -212,35 +157,29 @@ def forget_table(settings: Settings, ref: str, *, force: bool, confirm: Callable
     """
     from coordinator.core.registration import log_used_as_owned
 
-    async def go() -> dict[str, Any]:
-        async with _open(settings) as (store, storage):
-            t = await _resolve(store, ref)
-            try:
-                usable = await log_used_as_owned(storage.for_uri(t.location), t.location, t.base_version,
-                                                 t.latest_backfilled_version, t.table_id)
-            except OSError as e:
-                raise UnavailableError(f"log storage unavailable: {type(e).__name__}") from e
-            if usable:
-                why = (f"the log of {t.location} is published as owned by table {t.table_id} (version "
-                       f"{t.base_version} names it, or a checkpoint of a later version the owner published; {t.status}, latest "
-                       f"version {t.reported_latest}): readers use this log as owned")
-                if not force:
-                    raise OwnershipPublishedError(f"{why}; hand it back with `commit-owner tables release` "
-                                                  "or, knowing that, forget it with --force; nothing changed")
-                if not confirm(f"{why}. Forget its registration and {max(0, t.latest_version - t.base_version)} "
-                               "ratified commit(s) anyway?"):
-                    raise OwnershipPublishedError("not confirmed; nothing changed")
-            files = await _owners_files(storage, t)
-            if not await store.forget_table(t.table_id, t.latest_version):
-                raise OwnershipPublishedError(f"table {t.table_id} took a commit while being checked; nothing "
-                                              "changed: look again")
-            return {"tableId": t.table_id, "location": t.location, "status": t.status, "forced": usable,
-                    "forgottenCommits": max(0, t.latest_version - t.base_version), **files}
-
-    return asyncio.run(go())
+    async with opened(settings) as (store, storage):
+        t = await resolve_table(store, ref)
+        usable = await log_used_as_owned(storage.for_uri(t.location), t.location, t.base_version,
+                                         t.latest_backfilled_version, t.table_id)
+        if usable:
+            why = (f"the log of {t.location} is published as owned by table {t.table_id} (version "
+                   f"{t.base_version} names it, or a checkpoint of a later version the owner published; {t.status}, latest "
+                   f"version {t.reported_latest}): readers use this log as owned")
+            if not force:
+                raise OwnershipPublishedError(f"{why}; hand it back with `commit-owner tables release` "
+                                              "or, knowing that, forget it with --force; nothing changed")
+            if not confirm(f"{why}. Forget its registration and {max(0, t.latest_version - t.base_version)} "
+                           "ratified commit(s) anyway?"):
+                raise OwnershipPublishedError("not confirmed; nothing changed")
+        files = await _owners_files(storage, t)
+        if not await store.forget_table(t.table_id, t.latest_version):
+            raise OwnershipPublishedError(f"table {t.table_id} took a commit while being checked; nothing "
+                                          "changed: look again")
+        return {"tableId": t.table_id, "location": t.location, "status": t.status, "forced": usable,
+                "forgottenCommits": max(0, t.latest_version - t.base_version), **files}
 
 
-def unfence_table(settings: Settings, ref: str) -> dict[str, Any]:
+async def unfence_table(settings: Settings, ref: str) -> dict[str, Any]:
     """Accept commits again on a FENCED table once its log agrees with the owner, then publish its backlog.
 
     The log agrees when every published ``<v>.json`` above the backfilled version is byte for byte the
@@ -253,44 +192,37 @@ def unfence_table(settings: Settings, ref: str) -> dict[str, Any]:
     from backfill.worker import Backfiller
 
 
-    async def go() -> dict[str, Any]:
-        async with _open(settings) as (store, storage):
-            t = await _resolve(store, ref)
-            if t.status != "FENCED":
-                raise InvalidArgumentError(f"table {t.table_id} is {t.status}, not FENCED: nothing to unfence")
-            backend = storage.for_uri(t.location)
-            ratified = {r.version: r for r in await store.unbackfilled(t.table_id)}
-            problems = []
-            try:
-                for v in _published_versions(await backend.list_names(log_dir(t.location))):
-                    if v <= t.latest_backfilled_version:
-                        continue
-                    row = ratified.get(v)
-                    if row is None:
-                        problems.append(f"_delta_log/{delta_file_name(v)} lies above the owner's latest version "
-                                        f"{t.latest_version}")
-                    elif hashlib.sha256(await backend.read(delta_file(t.location, v))).hexdigest() != row.content_sha256:
-                        problems.append(f"_delta_log/{delta_file_name(v)} differs from the commit the owner ratified as "
-                                        f"version {v}")
-            except OSError as e:
-                raise UnavailableError(f"log storage unavailable while checking {t.location}: "
-                                       f"{type(e).__name__}") from e
-            if problems:
-                raise ForeignCommitFileError(f"{t.location} stays fenced: {'; '.join(problems)}. Save and move "
-                                             "the foreign file(s) aside first (docs/runbook.md); nothing changed")
-            if not await store.unfence(t.table_id, t.latest_version):
-                raise InvalidArgumentError(f"table {t.table_id} changed while being checked; nothing changed: "
-                                           "look again")
-            out: dict[str, Any] = {"tableId": t.table_id, "location": t.location, "status": "ACTIVE"}
-            try:
-                after = await Backfiller(store, storage, settings, background=False).backfill(t.table_id)
-                out["backfilledThrough"] = after.latest_backfilled_version
-            except CommitOwnerError as e:  # unfenced all the same: the service's backfiller retries
-                out["backfillError"] = e.message
-            return out
-
-    return asyncio.run(go())
+    async with opened(settings) as (store, storage):
+        t = await resolve_table(store, ref)
+        if t.status != "FENCED":
+            raise InvalidArgumentError(f"table {t.table_id} is {t.status}, not FENCED: nothing to unfence")
+        backend = storage.for_uri(t.location)
+        ratified = {r.version: r for r in await store.unbackfilled(t.table_id)}
+        problems = []
+        for v in _published_versions(await backend.list_names(log_dir(t.location))):
+            if v <= t.latest_backfilled_version:
+                continue
+            row = ratified.get(v)
+            if row is None:
+                problems.append(f"_delta_log/{delta_file_name(v)} lies above the owner's latest version "
+                                f"{t.latest_version}")
+            elif hashlib.sha256(await backend.read(delta_file(t.location, v))).hexdigest() != row.content_sha256:
+                problems.append(f"_delta_log/{delta_file_name(v)} differs from the commit the owner ratified as "
+                                f"version {v}")
+        if problems:
+            raise ForeignCommitFileError(f"{t.location} stays fenced: {'; '.join(problems)}. Save and move "
+                                         "the foreign file(s) aside first (docs/runbook.md); nothing changed")
+        if not await store.unfence(t.table_id, t.latest_version):
+            raise InvalidArgumentError(f"table {t.table_id} changed while being checked; nothing changed: "
+                                       "look again")
+        out: dict[str, Any] = {"tableId": t.table_id, "location": t.location, "status": "ACTIVE"}
+        try:
+            after = await Backfiller(store, storage, settings, background=False).backfill(t.table_id)
+            out["backfilledThrough"] = after.latest_backfilled_version
+        except CommitOwnerError as e:  # unfenced all the same: the service's backfiller retries
+            out["backfillError"] = e.message
+        return out
 
 
-__all__ = ["list_tables", "show_table", "run_backfill", "run_janitor", "iso_time", "TableNotFoundError",
-           "forget_table", "unfence_table"]
+__all__ = ["list_tables", "show_table", "run_backfill", "run_janitor", "TableNotFoundError", "forget_table",
+           "unfence_table"]

@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 from client.checkpoint import read_checkpoint_parts
 from client.contract.delta_log import parse_actions
-from client.contract.errors import CommitOwnerError, InvalidArgumentError, UnavailableError
+from client.contract.errors import CommitOwnerError, InvalidArgumentError
 from client.contract.layout import LOG_DIR, deletion_vector_file, delta_file, log_dir, parse_delta_file, staged_file
 from client.snapshot import complete_checkpoints
 from coordinator.ops.checkpoints import (
@@ -22,10 +22,10 @@ from coordinator.ops.checkpoints import (
     checkpoint_table,
     parse_duration,
 )
-from coordinator.ops.commands import _open, _resolve
+from coordinator.ops.context import opened, resolve_table
 from coordinator.ops.logcleanup import CleanupReport
 from coordinator.runtime.settings import Settings
-from coordinator.storage import StorageBackend
+from coordinator.storage import StorageBackend, Wrap
 from coordinator.store import OwnershipStore, TableRow
 
 
@@ -35,12 +35,12 @@ def _now_ms() -> int:
 
 # -- checkpoints ------------------------------------------------------------------------------------------------
 
-def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: float | None = None,
-                 metrics_file: str | None = None, cleanup: bool = True,
-                 cleanup_dry_run: bool = False) -> dict[str, Any]:
+async def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: float | None = None,
+                 metrics_file: str | None = None, cleanup: bool = True, cleanup_dry_run: bool = False,
+                 storage_inner: Wrap | None = None) -> dict[str, Any]:
     """Checkpoint the given tables (every registered one but FENCED ones when none), then clean their expired
     log files (unless not ``cleanup``; only listed with ``cleanup_dry_run``), once or every ``every`` seconds;
-    with ``metrics_file``, the figures are written there after each pass."""
+    with ``metrics_file``, the figures are written there after each pass (``storage_inner``: ``StorageRouter``'s)."""
     from coordinator.runtime.metrics import MaintenanceMetrics
 
     metrics = MaintenanceMetrics()
@@ -48,8 +48,8 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
     async def once() -> dict[str, Any]:
         out: dict[str, Any] = {"tables": [], "failures": [], "skipped": [], "checkpointsWritten": 0, "maxLag": 0,
                                "logFilesRemoved": 0}
-        async with _open(settings) as (store, storage):
-            targets = [await _resolve(store, t) for t in tables] if tables else await store.list_tables()
+        async with opened(settings, storage_inner=storage_inner) as (store, storage):
+            targets = [await resolve_table(store, t) for t in tables] if tables else await store.list_tables()
             for t in targets:
                 if t.status == "FENCED":
                     out["failures"].append({"table": t.location, "reason": "FENCED: its log is not the owner's"})
@@ -60,22 +60,18 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
                 try:
                     rep = await checkpoint_table(storage.for_uri(t.location), t.location, t.latest_backfilled_version,
                                                  now_ms=_now_ms())
-                except (CheckpointError, CommitOwnerError) as e:
+                except (CheckpointError, CommitOwnerError) as e:  # storage failures included (UnavailableError)
                     out["failures"].append({"table": t.location, "reason": str(e)})
-                    continue
-                except OSError as e:
-                    out["failures"].append({"table": t.location, "reason": f"log storage: {type(e).__name__}: {e}"})
                     continue
                 row = rep.to_json()
                 out["tables"].append(row)
                 if cleanup and rep.skipped is None:
                     try:
                         cleaned = await _clean(storage.for_uri(t.location), t, rep.properties, cleanup_dry_run)
-                    except CommitOwnerError as e:
+                    except InvalidArgumentError as e:
                         out["failures"].append({"table": t.location, "reason": f"log cleanup: {e}; no log file deleted"})
-                    except OSError as e:
-                        out["failures"].append({"table": t.location,
-                                                "reason": f"log cleanup: storage: {type(e).__name__}: {e}"})
+                    except CommitOwnerError as e:  # storage failed part-way (UnavailableError): older files may be gone
+                        out["failures"].append({"table": t.location, "reason": f"log cleanup: {e}"})
                     else:
                         row["logCleanup"] = cleaned.to_json()
                         out["logFilesRemoved"] += cleaned.deleted
@@ -89,39 +85,36 @@ def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: flo
             metrics.write(metrics_file)
         return out
 
-    async def go() -> dict[str, Any]:
-        if every is None:
-            return await once()
-        import json
-        import logging
-        import signal
-        import sys
+    if every is None:
+        return await once()
+    import json
+    import logging
+    import signal
+    import sys
 
-        # A worker (e.g. docker-compose's `maintain` service): SIGTERM or SIGINT ends it after the pass in
-        # progress (a checkpoint is put-if-absent either way), exiting with that pass's result.
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        last: dict[str, Any] = {"tables": [], "failures": [], "skipped": []}
-        while not stop.is_set():  # a failed pass (database or storage down) is logged; the next one tries again
-            try:
-                last = await once()
-                print(json.dumps(last), file=sys.stderr, flush=True)
-            except (CommitOwnerError, OSError) as e:
-                logging.getLogger("commit_owner.maintain").error("maintenance pass failed: %s", e)
-            try:
-                await asyncio.wait_for(stop.wait(), every)
-            except asyncio.TimeoutError:
-                pass
-        return last
-
-    return asyncio.run(go())
+    # A worker (e.g. docker-compose's `maintain` service): SIGTERM or SIGINT ends it after the pass in
+    # progress (a checkpoint is put-if-absent either way), exiting with that pass's result.
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    last: dict[str, Any] = {"tables": [], "failures": [], "skipped": []}
+    while not stop.is_set():  # a failed pass (database or storage down) is logged; the next one tries again
+        try:
+            last = await once()
+            print(json.dumps(last), file=sys.stderr, flush=True)
+        except (CommitOwnerError, OSError) as e:
+            logging.getLogger("commit_owner.maintain").error("maintenance pass failed: %s", e)
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+        except asyncio.TimeoutError:
+            pass
+    return last
 
 
 async def _clean(backend: StorageBackend, t: TableRow, properties: dict[str, str], dry_run: bool) -> CleanupReport:
     """Log cleanup of one table (coordinator/ops/logcleanup.py). Raises InvalidArgumentError (a bad
-    ``delta.logRetentionDuration``: nothing deleted), OSError."""
+    ``delta.logRetentionDuration``: nothing deleted), UnavailableError (storage failed)."""
     from coordinator.ops.logcleanup import clean_log, log_retention_seconds
 
     seconds = log_retention_seconds(properties)
@@ -248,35 +241,27 @@ def _hidden(rel: str) -> bool:
     return parts[0] == LOG_DIR or any(p.startswith(("_", ".")) for p in parts)
 
 
-def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry_run: bool, force: bool,
+async def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry_run: bool, force: bool,
                metrics_file: str | None = None) -> dict[str, Any]:
     """List (dry run) or delete the data files of ``ref`` that no version inside the retention window references
     and that are older than the retention. Raises InvalidArgumentError (refused, nothing deleted),
     TableNotFoundError, UnavailableError."""
 
-    async def go() -> dict[str, Any]:
-        async with _open(settings) as (store, storage):
-            t = await _resolve(store, ref)
-            if t.status in ("FENCED", "RELEASED", "DROPPED"):
-                raise InvalidArgumentError(f"{t.location} is {t.status}: its log is not (or no longer) the owner's; "
-                                           "nothing deleted")
-            backend = storage.for_uri(t.location)
-            try:
-                rep = await _vacuum(store, backend, t, retention, dry_run, force)
-            except OSError as e:
-                raise UnavailableError(f"log storage unavailable while vacuuming {t.location}: "
-                                       f"{type(e).__name__}: {e}") from e
-            if metrics_file:
-                from coordinator.runtime.metrics import MaintenanceMetrics
+    async with opened(settings) as (store, storage):
+        t = await resolve_table(store, ref)
+        if t.status in ("FENCED", "RELEASED", "DROPPED"):
+            raise InvalidArgumentError(f"{t.location} is {t.status}: its log is not (or no longer) the owner's; "
+                                       "nothing deleted")
+        rep = await _vacuum(store, storage.for_uri(t.location), t, retention, dry_run, force)
+        if metrics_file:
+            from coordinator.runtime.metrics import MaintenanceMetrics
 
-                metrics = MaintenanceMetrics()
-                if not dry_run:
-                    metrics.vacuum_files.inc(rep.deleted)
-                    metrics.vacuum_bytes.inc(sum(f["size"] for f in rep.files))
-                metrics.write(metrics_file)
-            return rep.to_json()
-
-    return asyncio.run(go())
+            metrics = MaintenanceMetrics()
+            if not dry_run:
+                metrics.vacuum_files.inc(rep.deleted)
+                metrics.vacuum_bytes.inc(sum(f["size"] for f in rep.files))
+            metrics.write(metrics_file)
+        return rep.to_json()
 
 
 async def _vacuum(store: OwnershipStore, backend: StorageBackend, t: TableRow, retention: str | None, dry_run: bool,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from client.contract.errors import CommitOwnerError
+from coordinator.ops.context import opened
 from coordinator.runtime.settings import Settings
 from coordinator.security.roots import parse_root
 from coordinator.storage import StorageRouter
@@ -94,29 +95,15 @@ async def expire_reservations(names: NameStore, store: OwnershipStore, storage: 
     return rep
 
 
-def list_reservations(settings: Settings) -> list[dict[str, Any]]:
+async def list_reservations(settings: Settings) -> list[dict[str, Any]]:
     """Every staging reservation with its age and when it expires (``commit-owner staging list``)."""
-    import asyncio
-
-    from coordinator.ops.commands import _open
-
-    async def go() -> list[dict[str, Any]]:
-        async with _open(settings) as (store, _):
-            now, expiry_ms = int(time.time() * 1000), int(settings.staging_expiry_seconds * 1000)
-            return [reservation_json(r, now, expiry_ms) for r in await NameStore(store).list_staging()]
-
-    return asyncio.run(go())
+    async with opened(settings) as (store, _):
+        now, expiry_ms = int(time.time() * 1000), int(settings.staging_expiry_seconds * 1000)
+        return [reservation_json(r, now, expiry_ms) for r in await NameStore(store).list_staging()]
 
 
-def clean_reservations(settings: Settings, *, dry_run: bool) -> dict[str, Any]:
+async def clean_reservations(settings: Settings, *, dry_run: bool) -> dict[str, Any]:
     """One expiry pass straight against the database and storage (``commit-owner staging clean``)."""
-    import asyncio
-
-    from coordinator.ops.commands import _open
-
-    async def go() -> dict[str, Any]:
-        async with _open(settings) as (store, storage):
-            rep = await expire_reservations(NameStore(store), store, storage, settings, dry_run=dry_run)
-            return {**rep.to_json(), "expirySeconds": settings.staging_expiry_seconds}
-
-    return asyncio.run(go())
+    async with opened(settings) as (store, storage):
+        rep = await expire_reservations(NameStore(store), store, storage, settings, dry_run=dry_run)
+        return {**rep.to_json(), "expirySeconds": settings.staging_expiry_seconds}

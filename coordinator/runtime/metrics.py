@@ -39,9 +39,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from coordinator.runtime.timeline import OutcomeTimeline
-from coordinator.storage.base import StorageBackend
 
-__all__ = ["Metrics", "CONTENT_TYPE_LATEST", "MaintenanceMetrics", "MeteredStorage", "RecentErrors"]
+__all__ = ["Metrics", "CONTENT_TYPE_LATEST", "MaintenanceMetrics", "RecentErrors"]
 
 # In multiprocess mode every increment asks which process it runs in, to switch to that process's files after a
 # fork: prometheus_client asks the kernel (``os.getpid``, a system call each time: 6% of a worker's samples under
@@ -225,8 +224,15 @@ class Metrics:
         event.listen(engine.sync_engine, "commit", on_end("commit"))
         event.listen(engine.sync_engine, "rollback", on_end("rollback"))
 
-    def wrap_storage(self, backend: StorageBackend) -> StorageBackend:
-        return MeteredStorage(backend, self)
+    def storage_called(self, op: str) -> None:
+        """A log-storage call (``coordinator/storage/metering.py`` counts them)."""
+        self.bump(self.child(self.storage_requests, op))
+
+    def storage_failed(self, op: str, *, timed_out: bool) -> None:
+        """A log-storage call that failed (past its deadline: ``timed_out``)."""
+        self.storage_errors.labels(op).inc()
+        if timed_out:
+            self.storage_timeouts.labels(op).inc()
 
     async def refresh_tables(self, counts: dict[str, int], behind: list[tuple[Any, int]]) -> None:
         """Set the per-table gauges (before a scrape) from the tables with unpublished commits, each with the
@@ -298,77 +304,6 @@ class MaintenanceMetrics:
         from prometheus_client import write_to_textfile
 
         write_to_textfile(path, self.registry)
-
-
-class MeteredStorage(StorageBackend):
-    """A storage backend whose failed operations are counted; behaviour is the wrapped backend's."""
-
-    _ANSWERS = (FileExistsError, FileNotFoundError)
-
-    def __init__(self, inner: StorageBackend, metrics: Metrics) -> None:
-        self.inner = inner
-        self.metrics = metrics
-        self.scheme = getattr(inner, "scheme", "")
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def _call(self, op: str, *args: Any, counted_as: str | None = None) -> Any:
-        """The inner backend's ``op``, counted (as ``counted_as``, when the operation is another's half)."""
-        label = counted_as or op
-        self.metrics.bump(self.metrics.child(self.metrics.storage_requests, label))
-        try:
-            return await getattr(self.inner, op)(*args)
-        except self._ANSWERS:
-            raise
-        except OSError as e:
-            self._failed(label, e)
-            raise
-
-    def _failed(self, op: str, e: OSError) -> None:
-        self.metrics.storage_errors.labels(op).inc()
-        if isinstance(e, TimeoutError):
-            self.metrics.storage_timeouts.labels(op).inc()
-
-    async def put_if_absent(self, uri: str, data: bytes) -> Any:
-        return await self._call("put_if_absent", uri, data)
-
-    async def prepare(self, uri: str, data: bytes) -> Any:
-        """Counted once the write goes ahead (``put_prepared``), as the ``put_if_absent`` it is."""
-        return await self.inner.prepare(uri, data)
-
-    async def put_prepared(self, prepared: Any) -> Any:
-        return await self._call("put_prepared", prepared, counted_as="put_if_absent")
-
-    async def drop_prepared(self, prepared: Any) -> None:
-        await self.inner.drop_prepared(prepared)
-
-    async def read(self, uri: str) -> bytes:
-        return await self._call("read", uri)  # type: ignore[no-any-return]
-
-    async def exists(self, uri: str) -> bool:
-        return await self._call("exists", uri)  # type: ignore[no-any-return]
-
-    async def delete(self, uri: str) -> None:
-        await self._call("delete", uri)
-
-    async def list_names(self, dir_uri: str) -> list[str]:
-        return await self._call("list_names", dir_uri)  # type: ignore[no-any-return]
-
-    async def info(self, uri: str) -> Any:
-        return await self._call("info", uri)
-
-    async def replace(self, uri: str, data: bytes) -> None:
-        await self._call("replace", uri, data)
-
-    async def walk(self, dir_uri: str) -> list[Any]:
-        return await self._call("walk", dir_uri)  # type: ignore[no-any-return]
-
-    async def ping(self) -> None:
-        await self._call("ping")
-
-    async def close(self) -> None:
-        await self.inner.close()
 
 
 class RecentErrors:

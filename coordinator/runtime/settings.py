@@ -243,10 +243,6 @@ class Settings:
         3600.0,
         "Only orphans older than this are removed (raised to 3 x request_timeout_seconds + 5 s at least).",
         parse=float)
-    fault_injection: str = setting(
-        "",
-        "TEST ONLY, never in production: make log storage fail and slow down on purpose, e.g. "
-        "'put_error=0.1;put_lost_ack=0.1;latency_ms=0-300;match=TEXT;seed=1'. Empty (default) = off.")
 
     @classmethod
     def load(
@@ -327,10 +323,6 @@ class Settings:
             raise ValueError("max_line_bytes must be >= 1024")
         if not self.max_clock_skew_seconds > 0:
             raise ValueError("max_clock_skew_seconds must be > 0")
-        if self.fault_injection:
-            from coordinator.storage.faults import FaultSpec
-
-            FaultSpec.parse(self.fault_injection)
 
     def public(self) -> dict[str, Any]:
         """The settings with secrets masked, for logs and status pages."""
@@ -364,4 +356,14 @@ SETTINGS: tuple[Setting, ...] = tuple(
     Setting(f.name, f.default, f.metadata["help"], f.metadata["parse"], f.metadata["secret"], f.metadata["flag"])
     for f in fields(Settings)
 )
+def worker_count(setting: int) -> int:
+    """The ``workers`` setting resolved: 0 means the CPUs this process may run on."""
+    if setting > 0:
+        return setting
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
 BY_NAME = {s.name: s for s in SETTINGS}

@@ -7,17 +7,28 @@ from collections.abc import Callable
 
 from coordinator.runtime.settings import Settings
 from coordinator.storage.base import FileInfo, Prepared, StorageBackend
+from coordinator.storage.metering import metered
+from coordinator.storage.unavailable import StorageUnavailableError, UnavailableStorage
 
 log = logging.getLogger("commit_owner.storage")
 
+Wrap = Callable[[StorageBackend], StorageBackend]
+
 
 class StorageRouter:
-    """Hands out the backend for a location's scheme; backends are created on first use."""
+    """Hands out the backend for a location's scheme; backends are created on first use. Every call of a backend
+    it hands out raises ``StorageUnavailableError`` (an ``UnavailableError``) when storage fails
+    (``unavailable.py``: the one place storage errors are translated); FileExistsError and FileNotFoundError
+    stay the answers they are."""
 
-    def __init__(self, settings: Settings, *, wrap: Callable[[StorageBackend], StorageBackend] | None = None) -> None:
+    def __init__(self, settings: Settings, *, wrap: Wrap | None = None, inner: Wrap | None = None) -> None:
+        """``wrap`` wraps each backend outside its deadline (the metrics: timeouts are counted); ``inner`` wraps
+        each scheme's own backend, inside the deadline (the test harness's fault injection, whose latency the
+        deadline must cut: harness/storage_faults.py)."""
         self._settings = settings
         self._backends: dict[str, StorageBackend] = {}
-        self._outer = wrap  # e.g. the metrics' error counter, outside the deadline so timeouts are counted
+        self._outer = wrap
+        self._inner = inner
 
     def for_uri(self, uri: str) -> StorageBackend:
         scheme = uri.split("://", 1)[0]
@@ -26,15 +37,14 @@ class StorageRouter:
             backend = self._wrap(self._make(scheme))
             if self._outer is not None:
                 backend = self._outer(backend)
-            self._backends[scheme] = backend
+            # outermost, so the wrappers inside see the backend's own errors (the metrics count timeouts)
+            backend = self._backends[scheme] = UnavailableStorage(backend)
         return backend
 
     def _wrap(self, backend: StorageBackend) -> StorageBackend:
         s = self._settings
-        if s.fault_injection:  # TEST ONLY (see faults.py): inside the deadline so injected latency hits it
-            from coordinator.storage.faults import FaultSpec, FaultyStorage
-
-            backend = FaultyStorage(backend, FaultSpec.parse(s.fault_injection))
+        if self._inner is not None:
+            backend = self._inner(backend)
         if s.request_timeout_seconds > 0:
             from coordinator.storage.deadline import DeadlineStorage
 
@@ -88,4 +98,5 @@ async def check_credentials(settings: Settings, schemes: set[str]) -> None:
             raise ValueError(f"s3:// tables are allowed here, but {NO_CREDENTIALS}")
 
 
-__all__ = ["FileInfo", "Prepared", "StorageBackend", "StorageRouter", "check_credentials"]
+__all__ = ["FileInfo", "Prepared", "StorageBackend", "StorageRouter", "StorageUnavailableError", "Wrap",
+           "check_credentials", "metered"]

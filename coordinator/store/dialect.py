@@ -27,13 +27,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from typing import TYPE_CHECKING, Any
+from contextlib import AbstractAsyncContextManager
+from typing import Any, Protocol
 
 from sqlalchemy import BigInteger, Select, bindparam, case, cast, func, select
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
+from coordinator.store.driver import Driver
 from coordinator.store.rows import CommitRow
 from coordinator.store.rules import (
     BOUND,
@@ -52,8 +54,14 @@ from coordinator.store.rules import (
 )
 from coordinator.store.schema import commits, owned_tables
 
-if TYPE_CHECKING:
-    from coordinator.store.db import Db
+
+class Db(Protocol):
+    """What a dialect's units of work need of the store's ``db.Db``: its transactions and driver statements
+    (a protocol, so that the dialect, chosen by ``Db``, does not import it back)."""
+
+    driver: Driver
+
+    def tx(self, write: bool = True, single: bool = False) -> AbstractAsyncContextManager[AsyncConnection]: ...
 
 
 class Dialect:

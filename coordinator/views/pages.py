@@ -207,7 +207,7 @@ class Views:
                 return parse_actions(await storage.read(path)), is_published
             except FileNotFoundError:
                 continue
-            except (OSError, ValueError) as e:
+            except ValueError as e:  # not JSON lines (storage failures are UnavailableError already)
                 raise UnavailableError(f"commit file of version {row.version} unreadable: {type(e).__name__}") from e
         raise UnavailableError(f"neither the staged nor the published file of version {row.version} exists any more "
                                "(log cleanup)")
@@ -224,8 +224,8 @@ class Views:
                 last = hint.get("version") if isinstance(hint, dict) and isinstance(hint.get("version"), int) else None
         except FileNotFoundError:
             names = []
-        except (OSError, ValueError) as e:
-            raise UnavailableError(f"log storage unavailable while listing the log: {type(e).__name__}") from e
+        except ValueError as e:  # _last_checkpoint is not JSON (storage failures are UnavailableError already)
+            raise UnavailableError(f"_last_checkpoint of {table.location} unreadable: {type(e).__name__}") from e
         versions = sorted({cp[0] for cp in map(parse_checkpoint_file, names) if cp is not None}, reverse=True)
         return Checkpoints(versions, last)
 

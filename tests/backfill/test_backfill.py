@@ -16,6 +16,7 @@ from client import (
     ForeignCommitFileError,
     TableNotAcceptingCommitsError,
 )
+from harness.storage_faults import STORAGE_FAULTS
 from tests.support import (
     Backend,
     Service,
@@ -292,7 +293,7 @@ def test_background_backfill_retries_failed_publications_by_itself(own_backend: 
 
     b = own_backend
     faults = f"put_error=0.6;match=/_delta_log/{2:020d}.json;seed=7"
-    svc = Service(b, extra_env={"COMMIT_OWNER_FAULT_INJECTION": faults}).start()
+    svc = Service(b, extra_env={STORAGE_FAULTS: faults}).start()
     try:
         c = svc.client()
         table_id, loc = create_owned_table(svc)

@@ -19,6 +19,7 @@ import pytest
 import pytest_asyncio
 
 from client.contract.layout import staged_file
+from harness.storage_faults import STORAGE_FAULTS
 from tests.conftest import make_backend
 from tests.inprocess import InProcess
 from tests.support import actions, db_commit_files, delta_file, ndjson
@@ -156,7 +157,7 @@ async def test_with_a_batch_size_the_commit_is_staged_and_answered_with_its_stag
 
 @pytest.mark.asyncio(loop_scope="session")
 async def test_a_publication_that_fails_leaves_the_commit_ratified_and_staged(backend) -> None:  # type: ignore[no-untyped-def]
-    a = await _start(backend, COMMIT_OWNER_FAULT_INJECTION=f"put_error=1;match=_delta_log/{2:020d}.json")
+    a = await _start(backend, **{STORAGE_FAULTS: f"put_error=1;match=_delta_log/{2:020d}.json"})
     try:
         tid, loc = await a.create_table()
         await _first_commit_published(a, tid, loc)

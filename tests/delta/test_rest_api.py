@@ -300,6 +300,7 @@ def test_the_janitor_removes_a_racing_losers_staged_file_once_old_and_keeps_the_
         request: pytest.FixtureRequest) -> None:
     """delta-spark never deletes the staged file of an add-commit that lost: the owner's janitor does, past its
     safe age; the ratified file stays."""
+    import asyncio
     import os
     import time
 
@@ -317,11 +318,11 @@ def test_the_janitor_removes_a_racing_losers_staged_file_once_old_and_keeps_the_
         staged = f"{w.location}/_delta_log/_staged_commits"
         settings = Settings.load({"database_url": backend.database_url, "request_timeout_seconds": 2.0,
                                   "janitor_min_age_seconds": 60.0}, environ={})
-        assert run_janitor(settings, dry_run=False)["removed"] == 0  # too young
+        assert asyncio.run(run_janitor(settings, dry_run=False))["removed"] == 0  # too young
         for name in (winner, loser):
             t = time.time() - 120
             os.utime(backend._p(f"{staged}/{name}"), (t, t))
-        rep = run_janitor(settings, dry_run=False)
+        rep = asyncio.run(run_janitor(settings, dry_run=False))
         assert rep["removed"] == 1 and rep["removedFiles"] == [f"{staged}/{loser}"]
         assert backend.exists(f"{staged}/{winner}") and not backend.exists(f"{staged}/{loser}")
         assert w.load()["latest-table-version"] == 1

@@ -23,6 +23,7 @@ from client.contract.layout import (
 )
 from client.lifecycle import create_table
 from client.snapshot import load_snapshot
+from harness.storage_faults import STORAGE_FAULTS
 from tests.lifecycle.helpers import SCHEMA, append_through_owner, tree
 from tests.ops.test_maintenance import _cli, _expected_ids, _overwrite, _prom
 
@@ -254,10 +255,10 @@ def test_sigkill_mid_cleanup_leaves_the_table_readable_and_the_next_pass_finishe
     names = _log_files(path)
     _age(path, _of_versions(names, range(0, 15)), 40 * DAY)
     expect = _of_versions(names, range(0, 10))
-    # TEST ONLY fault injection: deleting <5>.json waits 30 s, so the process is killed in the middle of the
+    # Storage faults (harness/storage_faults.py): deleting <5>.json waits 30 s, so the process is killed in the middle of the
     # cleanup, with versions 0..4 (and the staged commit of 5) deleted.
-    e = {**os.environ, **b.env(), "COMMIT_OWNER_FAULT_INJECTION": f"latency_ms=30000;match=/{delta_file_name(5)}"}
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "maintain", path], cwd=str(ROOT), env=e,
+    e = {**os.environ, **b.env(), STORAGE_FAULTS: f"latency_ms=30000;match=/{delta_file_name(5)}"}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.with_faults", "maintain", path], cwd=str(ROOT), env=e,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

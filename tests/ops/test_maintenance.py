@@ -21,6 +21,7 @@ from client.contract.delta_log import commit_info, now_ms
 from client.contract.layout import checkpoint_file_names, delta_file_name
 from client.lifecycle import create_table
 from client.snapshot import load_snapshot
+from harness.storage_faults import STORAGE_FAULTS
 from tests.lifecycle.helpers import SCHEMA, append_through_owner, rows, tree
 from tests.support import ROOT
 
@@ -140,11 +141,11 @@ def test_sigkill_mid_checkpoint_leaves_the_table_readable_and_the_next_run_compl
                                                                                      table25) -> None:
     path, _table_id, _client = table25
     before = tree(_log(path))
-    # TEST ONLY fault injection: every storage call on a checkpoint file waits 30 s, so the process is
+    # Storage faults (harness/storage_faults.py): every storage call on a checkpoint file waits 30 s, so the process is
     # killed while it is storing checkpoint 10 (its bytes built, the put under way).
     e = {**os.environ, **owner_service.backend.env(), "COMMIT_OWNER_LOG_FORMAT": "json",
-         "COMMIT_OWNER_FAULT_INJECTION": "latency_ms=30000;match=.checkpoint.parquet"}
-    proc = subprocess.Popen([sys.executable, "-m", "coordinator", "maintain", path], cwd=str(ROOT), env=e,
+         STORAGE_FAULTS: "latency_ms=30000;match=.checkpoint.parquet"}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.with_faults", "maintain", path], cwd=str(ROOT), env=e,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 60

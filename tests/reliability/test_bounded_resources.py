@@ -12,6 +12,7 @@ from client import CommitOwnerClient
 from client.contract.errors import CommitStateUnknownError, PayloadTooLargeError, UnavailableError
 from harness.checker import check, db_rows, lister
 from harness.faults import make_tables, start_services
+from harness.storage_faults import STORAGE_FAULTS
 from harness.workload import CLOCK, Workload, commit_body
 from tests.conftest import make_backend
 from tests.support import Service, actions, create_owned_table, delta_file, ndjson, wait_until
@@ -91,7 +92,7 @@ def test_a_stuck_table_does_not_stall_commits_to_other_tables(request: pytest.Fi
     plain.stop()
     # Storage of one table hangs for 60 s per call; the service gives each storage call and each SQL
     # statement 2 s (request_timeout_seconds).
-    (svc,) = start_services(backend, 1, {"COMMIT_OWNER_FAULT_INJECTION": "latency_ms=60000;match=stuck-storage",
+    (svc,) = start_services(backend, 1, {STORAGE_FAULTS: "latency_ms=60000;match=stuck-storage",
                                          "COMMIT_OWNER_REQUEST_TIMEOUT_SECONDS": "2"})
     u = make_url(backend.database_url)
     blocker = psycopg.connect(host=u.host, port=u.port or 5432, user=u.username, dbname=u.database)

@@ -35,12 +35,14 @@ def _age(backend: Backend, location: str, name: str, seconds: float) -> None:
 
 def _janitor(backend: Backend, *, dry_run: bool = False) -> dict:
     """One janitor pass in this process (the same code the CLI runs)."""
+    import asyncio
+
     from coordinator.ops.commands import run_janitor
     from coordinator.runtime.settings import Settings
 
     settings = Settings.load({"database_url": backend.database_url, "request_timeout_seconds": 2.0,
                               "janitor_min_age_seconds": 60.0}, environ={})
-    return run_janitor(settings, dry_run=dry_run)
+    return asyncio.run(run_janitor(settings, dry_run=dry_run))
 
 
 def _janitor_cli(backend: Backend, *args: str) -> dict:
@@ -139,7 +141,7 @@ async def test_a_service_round_lists_the_active_tables_and_a_slice_of_the_rest(r
     is still looked at within janitor_full_round_seconds, so an orphan in a quiet table goes too."""
     import sqlite3
 
-    from coordinator.ops.commands import _open
+    from coordinator.ops.context import opened
     from coordinator.ops.janitor import Janitor
     from coordinator.runtime.settings import Settings
 
@@ -166,7 +168,7 @@ async def test_a_service_round_lists_the_active_tables_and_a_slice_of_the_rest(r
     settings = Settings.load({"database_url": backend.database_url, "request_timeout_seconds": 2.0,
                               "janitor_min_age_seconds": 60.0, "janitor_interval_seconds": 60.0,
                               "janitor_full_round_seconds": 300.0}, environ={})
-    async with _open(settings) as (store, storage):
+    async with opened(settings) as (store, storage):
         janitor = Janitor(store, storage, settings)
         looked: list[int] = []
         for n in range(5):

@@ -1,4 +1,4 @@
-"""Faults in log storage: injected write/read errors and latency (the test-only ``fault_injection`` setting)."""
+"""Faults in log storage: injected write/read errors and latency (the harness's storage faults, harness/storage_faults.py)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from client import CommitOwnerClient
 from client.contract.errors import CommitStateUnknownError, UnavailableError
 from harness.checker import check, lister
 from harness.faults import FaultLog, make_tables, report, start_services
+from harness.storage_faults import STORAGE_FAULTS
 from harness.workload import CLOCK, Workload, commit_body
 from tests.conftest import make_backend
 
@@ -34,11 +35,11 @@ def _injected(log_text: str) -> dict[str, int]:
 def test_no_acknowledged_commit_is_lost_when_storage_fails_writes_and_is_slow(request: pytest.FixtureRequest) -> None:
     backend = make_backend(request, "postgres", "local", "rel-faulty")
     spec = "put_error=0.15;put_lost_ack=0.15;read_error=0.05;latency_ms=0-1000;seed=7"
-    (svc,) = start_services(backend, 1, {"COMMIT_OWNER_FAULT_INJECTION": spec})
+    (svc,) = start_services(backend, 1, {STORAGE_FAULTS: spec})
     faults = FaultLog()
     try:
         tables = make_tables(svc, 3)
-        ev = faults.inject(f"fault_injection {spec}")
+        ev = faults.inject(f"storage faults {spec}")
         # Client timeout 1 s < the slowest storage call: replies are abandoned after the server committed.
         wl = Workload([svc.endpoint], tables, lister(backend), writers=6, timeout=1.0, deadline=4.0, seed=3).start()
         wl.wait_for_acks(20, timeout=60)
@@ -63,7 +64,7 @@ def test_a_commit_whose_reply_times_out_after_the_server_committed_is_there_exac
     (table,) = make_tables(plain, 1)
     plain.stop()
     # Every storage call of this table now takes 1.2 s; the client gives each request 0.4 s.
-    (svc,) = start_services(backend, 1, {"COMMIT_OWNER_FAULT_INJECTION": "latency_ms=1200"})
+    (svc,) = start_services(backend, 1, {STORAGE_FAULTS: "latency_ms=1200"})
     try:
         data = commit_body("late-ack", CLOCK.next())
         impatient = CommitOwnerClient(svc.endpoint, timeout=0.4, deadline=2.0)

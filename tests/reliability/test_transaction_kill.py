@@ -15,6 +15,7 @@ import pytest
 from client.contract.errors import CommitOwnerError
 from harness.checker import check, lister, ratified_transactions
 from harness.faults import FaultLog, make_tables, report, start_services
+from harness.storage_faults import STORAGE_FAULTS
 from harness.workload import CLOCK, Workload, WorkloadTable, commit_body
 from tests.conftest import make_backend
 from tests.support import ReplyDroppingProxy, Service, db_commit_files, wait_until
@@ -80,7 +81,7 @@ def test_a_kill_before_the_database_commit_leaves_no_table_with_the_transaction(
     try:
         tables = make_tables(svc, 3)
         # the last table's staged file takes 3 s to write: the kill comes while the others' are written
-        slow = Service(backend, extra_env={"COMMIT_OWNER_FAULT_INJECTION": f"latency_ms=3000;match={tables[-1].location}",
+        slow = Service(backend, extra_env={STORAGE_FAULTS: f"latency_ms=3000;match={tables[-1].location}",
                                            "COMMIT_OWNER_LOG_LEVEL": "WARNING"}, port=svc.port)
         svc.stop()
         slow.start()

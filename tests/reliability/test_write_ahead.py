@@ -2,7 +2,7 @@
 
 The owner writes an ``/api/v1`` commit's staged file while the ratifying transaction runs. A SIGKILL after the
 transaction and before the file is written must lose nothing, and no reader may be handed the version before
-its file is there. The window is made wide with the test-only ``fault_injection`` setting: every storage call
+its file is there. The window is made wide with the harness's storage faults (harness/storage_faults.py): every storage call
 on a ``_commits/`` path waits 60 s first, so the row is ratified long before the file would be written, and
 the service is killed in between. Then a service without the fault is started on the same database and
 storage, and every way a version reaches a reader is tried.
@@ -19,6 +19,7 @@ from client import CommitOwnerClient
 from client.contract.errors import CommitFailedError, CommitOwnerError
 from client.contract.layout import delta_file, staged_file
 from harness.faults import make_tables, start_services
+from harness.storage_faults import STORAGE_FAULTS
 from harness.workload import CLOCK, commit_body
 from harness.world import Backend
 from tests.conftest import make_backend
@@ -26,7 +27,7 @@ from tests.support import db_commit_files, wait_until
 
 pytestmark = pytest.mark.slow  # process kills
 
-SLOW_STAGED_WRITES = {"COMMIT_OWNER_FAULT_INJECTION": "latency_ms=60000;match=_commits/"}
+SLOW_STAGED_WRITES = {STORAGE_FAULTS: "latency_ms=60000;match=_commits/"}
 
 
 def _ratify_then_kill(backend: Backend, table_id: str, loc: str, version: int, data: bytes, key: str) -> str:
@@ -121,7 +122,7 @@ def test_a_kill_while_a_commit_publishes_itself_loses_nothing_and_its_staged_fil
     (table,) = make_tables(plain, 1)
     plain.stop()
     tid, loc = table.table_id, table.location
-    hangs = {"COMMIT_OWNER_FAULT_INJECTION": f"latency_ms=60000;match=_delta_log/{2:020d}.json",
+    hangs = {STORAGE_FAULTS: f"latency_ms=60000;match=_delta_log/{2:020d}.json",
              "COMMIT_OWNER_PUBLISH_WITH_COMMIT": "true",
              "COMMIT_OWNER_BACKFILL_LEASE_SECONDS": "10"}  # held surely for 5 s: version 2 publishes itself
     (svc,) = start_services(backend, 1, hangs)

@@ -14,7 +14,7 @@ from coordinator.api.keys import METRICS, VIEWS
 from coordinator.api.ui.charts import Series, minute_bars, ranked_bars
 from coordinator.api.ui.layout import page
 from coordinator.api.ui.markup import Markup, duration, h, href, join
-from coordinator.api.ui.session import Viewer, viewer
+from coordinator.api.ui.viewer import Viewer, viewer
 from coordinator.views.pages import Activity
 
 HOURS = (1, 3, 6, 12, 24)

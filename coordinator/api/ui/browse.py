@@ -14,7 +14,7 @@ from coordinator.api.keys import VIEWS
 from coordinator.api.ui.activity import owner_charts
 from coordinator.api.ui.layout import page, status_cell
 from coordinator.api.ui.markup import Markup, h, href, join, number, ts
-from coordinator.api.ui.session import viewer
+from coordinator.api.ui.viewer import viewer
 from coordinator.store.rows import TableRow
 from coordinator.views.pages import location_prefix
 

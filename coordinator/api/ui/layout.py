@@ -7,14 +7,12 @@ still not run. Nothing is cached (a page shows the owner's state of the moment).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aiohttp import web
 
 from coordinator.api.ui.markup import Markup, esc, h, href, join
-
-if TYPE_CHECKING:
-    from coordinator.api.ui.session import Viewer
+from coordinator.api.ui.viewer import Viewer
 
 CSS_PATH = "/ui/static/ui.css"
 HEADERS = {

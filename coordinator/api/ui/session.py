@@ -1,4 +1,4 @@
-"""Who is looking: the viewer of a UI request, and the token cookie that signs a browser in.
+"""How a browser signs in to the UI: the token cookie (who is looking is ``viewer.py``).
 
 With ``--auth tokens`` the UI takes the token from the ``Authorization`` header or, in a browser, from the
 cookie ``COOKIE``, set by the sign-in form (HttpOnly: no script reads it; SameSite=Strict: no other site's
@@ -9,57 +9,15 @@ scopes cover (the same ``covers`` rule as the API). Signing in and out change on
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
-
 from aiohttp import web
 
-from client.contract.errors import InvalidArgumentError, PermissionDeniedError
+from client.contract.errors import InvalidArgumentError
 from coordinator.api.auth import principal_of
-from coordinator.api.keys import PRINCIPAL, SETTINGS
+from coordinator.api.keys import SETTINGS
 from coordinator.api.ui.layout import login_form, page
-from coordinator.security.tokens import ANY, Principal, covers
 
 COOKIE = "commit_owner_ui_token"
 COOKIE_PATH = "/ui"
-
-
-@dataclass(frozen=True)
-class Viewer:
-    principal: Principal | None  # None: authentication is off
-
-    @property
-    def everything(self) -> bool:
-        return self.principal is None or self.principal.may_watch()
-
-    @property
-    def scope(self) -> Sequence[str] | None:
-        """The location prefixes whose tables this viewer may see (None: every table)."""
-        if self.everything or self.principal is None:
-            return None
-        prefixes = tuple(sorted({p for p, _ in self.principal.scopes}))  # every scope's action includes read
-        return None if ANY in prefixes else prefixes
-
-    def may_see(self, location: str) -> bool:
-        scope = self.scope
-        return scope is None or any(covers(p, location) for p in scope)
-
-    def check(self, location: str) -> None:
-        """Raises PermissionDeniedError unless this viewer may see the table at ``location``."""
-        if not self.may_see(location):
-            assert self.principal is not None
-            raise PermissionDeniedError(f"token {self.principal.token_id} has no scope covering this table")
-
-    @property
-    def label(self) -> str:
-        if self.principal is None:
-            return "authentication off"
-        what = "everything" if self.everything else ", ".join(self.scope or ())
-        return f"token {self.principal.token_id} ({what})"
-
-
-def viewer(request: web.Request) -> Viewer:
-    return Viewer(request.get(PRINCIPAL))
 
 
 async def login_page(request: web.Request) -> web.Response:
@@ -113,4 +71,4 @@ def _see_other(location: str) -> web.Response:
     return web.Response(status=303, headers={"Location": location, "Cache-Control": "no-store"})
 
 
-__all__ = ["COOKIE", "Viewer", "login", "login_page", "logout", "viewer"]
+__all__ = ["COOKIE", "login", "login_page", "logout"]

@@ -15,7 +15,7 @@ from coordinator.api.parse import parse_uuid
 from coordinator.api.ui.activity import charts, commit_charts, hour_links, hours_of
 from coordinator.api.ui.layout import page, status_cell
 from coordinator.api.ui.markup import Markup, duration, h, href, join, number, size, ts
-from coordinator.api.ui.session import viewer
+from coordinator.api.ui.viewer import viewer
 from coordinator.store.rows import TableRow
 from coordinator.views.pages import HISTORY_PAGE, Checkpoints, HistoryEntry, Identity
 

@@ -1,8 +1,11 @@
-"""TEST-ONLY fault injection around a log-storage backend (setting ``fault_injection``, off by default).
+"""Fault injection around a log-storage backend, from outside the product: the harness wraps each backend
+(``StorageRouter``'s ``inner=``, inside the deadline so injected latency hits it) of a service it starts with
+``python -m harness.with_faults`` (``Service`` does when its environment holds ``STORAGE_FAULTS``), of an
+in-process app (``create_app(..., storage_inner=...)``) or of `maintain`.
 
-Never enable this in production: it makes the service fail and slow down on purpose. The reliability
-suite (``tests/reliability``) and ``scripts/chaos`` use it to prove that no acknowledged commit is lost
-when storage misbehaves. The spec is ``key=value`` pairs separated by ``;`` (or ``,``):
+It makes storage fail and slow down on purpose: the reliability suite (``tests/reliability``) and
+``scripts/chaos`` use it to prove that no acknowledged commit is lost when storage misbehaves. The spec
+(the value of ``STORAGE_FAULTS``) is ``key=value`` pairs separated by ``;`` (or ``,``):
 
 * ``put_error=P``: share of ``put_if_absent``/``delete`` calls that raise OSError before touching storage;
 * ``put_lost_ack=P``: share of ``put_if_absent`` calls that write the object and then raise OSError (the
@@ -20,12 +23,16 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
+import os
 import random
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from coordinator.storage.base import FileInfo, Prepared, StorageBackend
 
 log = logging.getLogger("commit_owner.faults")
+
+STORAGE_FAULTS = "HARNESS_STORAGE_FAULTS"  # the environment variable holding the spec
 
 
 @dataclass(frozen=True)
@@ -40,7 +47,7 @@ class FaultSpec:
 
     @classmethod
     def parse(cls, spec: str) -> FaultSpec:
-        """Parse the setting's value. Raises ValueError naming the bad part."""
+        """Parse a spec. Raises ValueError naming the bad part."""
         values: dict[str, object] = {}
         for part in spec.replace(",", ";").split(";"):
             part = part.strip()
@@ -49,24 +56,24 @@ class FaultSpec:
             key, sep, raw = part.partition("=")
             key, raw = key.strip(), raw.strip()
             if not sep:
-                raise ValueError(f"fault_injection: expected key=value, got {part!r}")
+                raise ValueError(f"storage faults: expected key=value, got {part!r}")
             if key in ("put_error", "put_lost_ack", "read_error"):
                 p = float(raw)
                 if not 0.0 <= p <= 1.0:
-                    raise ValueError(f"fault_injection: {key} must be between 0 and 1")
+                    raise ValueError(f"storage faults: {key} must be between 0 and 1")
                 values[key] = p
             elif key == "latency_ms":
                 lo, _, hi = raw.partition("-")
                 values["latency_min_ms"] = float(lo)
                 values["latency_max_ms"] = float(hi or lo)
                 if not 0 <= values["latency_min_ms"] <= values["latency_max_ms"]:  # type: ignore[operator]
-                    raise ValueError("fault_injection: latency_ms must be A or A-B with 0 <= A <= B")
+                    raise ValueError("storage faults: latency_ms must be A or A-B with 0 <= A <= B")
             elif key == "match":
                 values["match"] = raw
             elif key == "seed":
                 values["seed"] = int(raw)
             else:
-                raise ValueError(f"fault_injection: unknown key {key!r}")
+                raise ValueError(f"storage faults: unknown key {key!r}")
         return cls(**values)  # type: ignore[arg-type]
 
 
@@ -156,3 +163,13 @@ class FaultyStorage(StorageBackend):
 
     async def close(self) -> None:
         await self.inner.close()
+
+
+def faults_from(environ: Mapping[str, str] | None = None) -> Callable[[StorageBackend], StorageBackend] | None:
+    """The ``inner=`` wrapper of the spec in ``environ[STORAGE_FAULTS]`` (os.environ by default); None without one.
+    Raises ValueError for a bad spec."""
+    spec = (os.environ if environ is None else environ).get(STORAGE_FAULTS, "")
+    if not spec:
+        return None
+    parsed = FaultSpec.parse(spec)
+    return lambda backend: FaultyStorage(backend, parsed)
