@@ -98,6 +98,14 @@ def protocol_properties(value: Any) -> dict[str, str]:
     return out
 
 
+def wire_protocol(protocol: dict[str, Any]) -> dict[str, Any]:
+    """A Delta protocol action (``minReaderVersion``, ``readerFeatures``, ...) as this API spells a protocol
+    (``min-reader-version``, ``reader-features``, ...)."""
+    keys = {"minReaderVersion": "min-reader-version", "minWriterVersion": "min-writer-version",
+            "readerFeatures": "reader-features", "writerFeatures": "writer-features"}
+    return {keys[k]: v for k, v in protocol.items()}
+
+
 def without_protocol(properties: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in properties.items()
             if k not in (READER_VERSION, WRITER_VERSION) and not k.startswith(FEATURE_PREFIX)}

@@ -12,7 +12,7 @@ from coordinator.api.errors import json_body, json_response, only_params
 from coordinator.api.keys import CATALOG, SERVICE, TABLE_ID, VERSION
 from coordinator.api.parse import int_field, parse_uuid, str_field
 from coordinator.api.unity.shapes import commit_json, commit_metadata
-from coordinator.core.catalog import check_reserved, held_properties
+from coordinator.core.catalog import check_reserved, held_properties, refuse_uniform
 from coordinator.store.rows import TableRow
 
 COMMIT_FIELDS = {"table_id", "table_uri", "commit_info", "latest_backfilled_version", "metadata", "uniform"}
@@ -34,8 +34,7 @@ async def commit(request: web.Request) -> web.Response:
     its commit, the metadata it reports."""
     only_params(request, set())
     body = await json_body(request, COMMIT_FIELDS)
-    if body.get("uniform") is not None:
-        raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
+    refuse_uniform(body.get("uniform"))
     table = await _table(request, body)
     request[TABLE_ID] = table.table_id  # (the access log's)
     info = body.get("commit_info")
