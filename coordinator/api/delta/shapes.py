@@ -165,4 +165,4 @@ def load_reply(table: TableRow, name: NameRow, commits: list[CommitRow]) -> dict
     if LAST_COMMIT_TIMESTAMP in name.properties:
         metadata["last-commit-timestamp-ms"] = int(name.properties[LAST_COMMIT_TIMESTAMP])
     return {"metadata": metadata, "commits": [commit_json(c) for c in sorted(commits, key=lambda c: -c.version)],
-            "latest-table-version": table.latest_version}
+            "latest-table-version": table.catalog_latest}

@@ -94,6 +94,6 @@ async def get_commits(request: web.Request) -> web.Response:
     # Every ratified commit in the range, published or not: Sail 0.7 looks a version the catalog does not
     # list up in _delta_log/_staged_commits/ and gives up when a lost race left a second file there.
     table, rows = await request.app[SERVICE].commits_between(table.table_id, start, end)  # type: ignore[arg-type]
-    return json_response({"commits": [commit_json(r) for r in rows], "latest_table_version": table.latest_version})
+    return json_response({"commits": [commit_json(r) for r in rows], "latest_table_version": table.catalog_latest})
 
 
