@@ -196,14 +196,14 @@ class TransactionService:
                         authorize: Authorize | None = None) -> dict[str, Any]:
         """The answer to a transaction whose key was already ratified: its first answer when it asks the same,
         to a caller allowed every table of it (as the first attempt was)."""
+        ids = [p.table_id for p in proposals]
+        tables = await self.store.transactions.tables(ids)
+        for t in ids:  # (the permission first, as for the first attempt)
+            if authorize is not None and t in tables:
+                authorize(tables[t])
         if prior.request_sha256 != sha:
             raise IdempotencyKeyReusedError(f"idempotency key {prior.id} was already used for a transaction with "
                                             "other tables, versions or bodies")
-        ids = [p.table_id for p in proposals]
-        tables = await self.store.transactions.tables(ids)
-        for t in ids:
-            if authorize is not None and t in tables:
-                authorize(tables[t])
         rows: dict[str, CommitRow] = {}
         for t, v in prior.commits:
             row = await self.store.get_commit(t, v)
