@@ -28,7 +28,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from client.contract.errors import InvalidArgumentError, PermissionDeniedError, UnauthenticatedError
+from client.contract.errors import PermissionDeniedError, UnauthenticatedError
 from client.contract.layout import local_path, normalize_location
 from coordinator.api.errors import api_of, error_response, json_object
 from coordinator.api.keys import (
@@ -44,7 +44,7 @@ from coordinator.api.keys import (
     STORE,
     VISIBLE,
 )
-from coordinator.api.parse import parse_uuid
+from coordinator.api.parse import location_field, parse_uuid
 from coordinator.api.routes import ROUTE_TABLE, Handler, Locate, Permission, Route
 from coordinator.core.catalog import check_name, split_full_name
 from coordinator.runtime.settings import Settings
@@ -147,14 +147,10 @@ def _denied(principal: Principal, action: str) -> PermissionDeniedError:
     return PermissionDeniedError(f"token {principal.token_id} has no {action} scope covering this table")
 
 
-async def _register_location(request: web.Request) -> list[str]:
+async def _body_location(request: web.Request) -> list[str]:
     # The same parser and normaliser as the handler, so both see the same location; the handler judges the
     # rest of the body once the permission is granted.
-    body = await json_object(request)
-    loc = body.get("location")
-    if not isinstance(loc, str):
-        raise InvalidArgumentError("location is required and must be a string")
-    return [normalize_location(loc)]
+    return [normalize_location(location_field(await json_object(request)))]
 
 
 async def named_table(request: web.Request) -> tuple[TableRow, NameRow]:
@@ -200,7 +196,7 @@ async def _locations(request: web.Request, route: Route, principal: Principal) -
         table_id = parse_uuid(body.get("table_id", request.query.get("table_id")), "table_id")
         return [(await request.app[SERVICE].place(table_id)).location]
     if route.locate is Locate.BODY:
-        return await _register_location(request)
+        return await _body_location(request)
     if route.locate is Locate.MANAGED:
         return [request.app[CATALOG].managed_scope()]
     if route.locate is Locate.STAGING_ID:

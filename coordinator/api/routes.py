@@ -59,7 +59,7 @@ class Locate(enum.Enum):
     # the registered table whose id the request's ``table_id`` field gives (the JSON body's, else the query's):
     # judged on the location the owner registered, never on a location the caller claims beside the id
     TABLE_ID_FIELD = "table_id_field"
-    BODY = "body"  # the JSON body's ``location`` (registration); a local path's real path is checked too
+    BODY = "body"  # the JSON body's ``location`` (a registration, a create); a local path's real path is checked too
     # the ``location`` query parameter; without one, holding the action anywhere suffices and a listing shows
     # only the tables the token may read
     QUERY = "query"
