@@ -35,6 +35,7 @@ from client.contract.delta_log import (
     commit_info,
     generation,
     new_metadata,
+    new_table_protocol,
     now_ms,
     owner_properties,
     owner_property_keys,
@@ -169,9 +170,7 @@ def create_table(
     actions = [
         commit_info("CREATE TABLE", in_commit_timestamp=ict, read_version=None,
                     parameters={"partitionBy": list(partition_columns), "commitOwner": owner_name}),
-        {"protocol": protocol_with({"minReaderVersion": 1, "minWriterVersion": 7},
-                                   add_writer=(ICT_FEATURE, gen.writer_feature, *gen.extra_writer_features),
-                                   add_reader=gen.reader_features)},
+        {"protocol": new_table_protocol(gen)},
         new_metadata(schema, partition_columns, config, name=name, description=description, created_time=ict),
     ]
     try:

@@ -320,6 +320,14 @@ def _legacy_form(protocol: dict[str, Any]) -> dict[str, Any]:
     return protocol
 
 
+def new_table_protocol(gen: Generation) -> dict[str, Any]:
+    """The protocol version 0 of a new table of ``gen`` carries: table features (writer 7), in-commit timestamps,
+    the generation's own features (catalogManaged: reader 3 / writer 7 with ``vacuumProtocolCheck``)."""
+    return protocol_with({"minReaderVersion": 1, "minWriterVersion": 7},
+                         add_writer=(ICT_FEATURE, gen.writer_feature, *gen.extra_writer_features),
+                         add_reader=gen.reader_features)
+
+
 def owner_properties(gen: Generation, *, owner_name: str, owner_conf: Mapping[str, str],
                      table_conf: Mapping[str, str]) -> dict[str, str]:
     """The table properties that name the owner, in ``gen``'s names (for catalogManaged: the feature switch and

@@ -5,9 +5,12 @@
 more than one -> 401 UNAUTHENTICATED; a valid token whose scopes do not grant the route's permission on the
 table's location -> 403 PERMISSION_DENIED. Each route's permission and where its location comes from
 (``Locate``: the table of the path's id or name, the table of the request's ``table_id``, the JSON body of a
-registration, the ``location`` query parameter, or the handler) are fields of its ``Route`` (routes.py); a
-request no route matched gets 404/405 once authenticated. The permission is judged before anything else of
-the request: the middleware reads only what locates the table, the handler judges the rest. Listing shows
+registration, the managed root, the staging reservation of the path, the ``location`` query parameter, or
+the handler) are fields of its ``Route`` (routes.py); a request no route matched gets 404/405 once
+authenticated. The permission is judged before anything else of the request: the middleware reads only what
+locates the table, the handler judges the rest. A ``Locate.HANDLER`` route fails closed: whatever the auth
+mode, its handler's success is refused (403, logged as the server's fault) unless the handler called
+``require`` (``_fails_closed``). Listing shows
 only the tables the token may read, and a table named by a name the token may not read is answered as a
 name that names no table (``_named``); a table named by its id is 403 (an id is not guessed: it is given).
 
@@ -25,16 +28,28 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
-from client.contract.errors import InvalidArgumentError, PermissionDeniedError, UnauthenticatedError
+from client.contract.errors import PermissionDeniedError, UnauthenticatedError
 from client.contract.layout import local_path, normalize_location
 from coordinator.api.errors import api_of, error_response, json_object
-from coordinator.api.keys import CATALOG, NAMED, OUTCOME, PRINCIPAL, REQUEST_ID, SERVICE, SETTINGS, STORE, VISIBLE
-from coordinator.api.parse import parse_uuid
+from coordinator.api.keys import (
+    CATALOG,
+    LOCATION_CHECKED,
+    NAMED,
+    OUTCOME,
+    PRINCIPAL,
+    REQUEST_ID,
+    SERVICE,
+    SETTINGS,
+    STAGING,
+    STORE,
+    VISIBLE,
+)
+from coordinator.api.parse import location_field, parse_uuid
 from coordinator.api.routes import ROUTE_TABLE, Handler, Locate, Permission, Route
 from coordinator.core.catalog import check_name, split_full_name
 from coordinator.runtime.settings import Settings
 from coordinator.security.tokens import Principal, secret_matches, split_token
-from coordinator.store.rows import NameRow, TableRow
+from coordinator.store.rows import NameRow, StagingRow, TableRow
 from coordinator.store.tokens import TokenStore
 
 log = logging.getLogger("commit_owner.auth")
@@ -43,15 +58,16 @@ TOKENS = web.AppKey("tokens", TokenStore)
 
 def require(request: web.Request, action: str, location: str, *, on_disk: bool = False) -> None:
     """Raise PermissionDeniedError unless the request's token may ``action`` on ``location`` (a no-op with
-    ``--auth none``). ``on_disk``: also check the real path of a local location (symlinks)."""
+    ``--auth none``). ``on_disk``: also check the real path of a local location (symlinks). Records that the
+    check ran (``LOCATION_CHECKED``): a ``Locate.HANDLER`` route may answer only then."""
     principal: Principal | None = request.get(PRINCIPAL)
-    if principal is None:
-        return
-    if not principal.may(action, location):
-        raise _denied(principal, action)
-    if on_disk and location.startswith("file://"):
-        if not principal.may_on_disk(action, os.path.realpath(local_path(location))):
+    if principal is not None:
+        if not principal.may(action, location):
             raise _denied(principal, action)
+        if on_disk and location.startswith("file://"):
+            if not principal.may_on_disk(action, os.path.realpath(local_path(location))):
+                raise _denied(principal, action)
+    request[LOCATION_CHECKED] = True
 
 
 def is_loopback(host: str) -> bool:
@@ -131,14 +147,10 @@ def _denied(principal: Principal, action: str) -> PermissionDeniedError:
     return PermissionDeniedError(f"token {principal.token_id} has no {action} scope covering this table")
 
 
-async def _register_location(request: web.Request) -> list[str]:
+async def _body_location(request: web.Request) -> list[str]:
     # The same parser and normaliser as the handler, so both see the same location; the handler judges the
     # rest of the body once the permission is granted.
-    body = await json_object(request)
-    loc = body.get("location")
-    if not isinstance(loc, str):
-        raise InvalidArgumentError("location is required and must be a string")
-    return [normalize_location(loc)]
+    return [normalize_location(location_field(await json_object(request)))]
 
 
 async def named_table(request: web.Request) -> tuple[TableRow, NameRow]:
@@ -146,6 +158,17 @@ async def named_table(request: web.Request) -> tuple[TableRow, NameRow]:
     permission on it, before the handler ran; with ``--auth none`` it is looked up here."""
     hit = request.get(NAMED)
     return hit if hit is not None else await _named(request, None)
+
+
+async def staging_of(request: web.Request) -> StagingRow:
+    """The staging reservation the path of a ``Locate.STAGING_ID`` route names (found and judged by the auth
+    middleware; with ``--auth none`` looked up here). Raises TableNotFoundError."""
+    hit = request.get(STAGING)
+    return hit if hit is not None else await _staging(request)
+
+
+async def _staging(request: web.Request) -> StagingRow:
+    return await request.app[CATALOG].staging(parse_uuid(request.match_info["staging_id"], "table id"))
 
 
 async def _named(request: web.Request, principal: Principal | None) -> tuple[TableRow, NameRow]:
@@ -173,17 +196,37 @@ async def _locations(request: web.Request, route: Route, principal: Principal) -
         table_id = parse_uuid(body.get("table_id", request.query.get("table_id")), "table_id")
         return [(await request.app[SERVICE].place(table_id)).location]
     if route.locate is Locate.BODY:
-        return await _register_location(request)
+        return await _body_location(request)
+    if route.locate is Locate.MANAGED:
+        return [request.app[CATALOG].managed_scope()]
+    if route.locate is Locate.STAGING_ID:
+        request[STAGING] = await _staging(request)
+        return [request[STAGING].location]
     location = request.query.get("location")  # Locate.QUERY, and Locate.HANDLER before its handler's check
     return None if location is None else [normalize_location(location)]
 
 
+async def _fails_closed(handler: Handler, route: Route, request: web.Request) -> web.StreamResponse:
+    """The answer of a ``Locate.HANDLER`` route's handler, refused when it succeeded without checking the
+    token's permission on its location (``require``): a handler that forgets its check answers 403, never
+    what the check would have guarded."""
+    response = await handler(request)
+    if response.status < 400 and not request.get(LOCATION_CHECKED):
+        log.error("%s %s answered without checking the permission on its location (auth.require): refused",
+                  route.method, route.path)
+        raise PermissionDeniedError("refused: the server answered this request without checking its permission "
+                                    "on the location (a fault of the server, logged)")
+    return response
+
+
 @web.middleware
 async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    route = request.app[ROUTE_TABLE].route_of(request)
+    if route is not None and route.locate is Locate.HANDLER:
+        handler = functools.partial(_fails_closed, handler, route)
     if request.app[SETTINGS].auth == "none":
         return await handler(request)
     info = request.match_info
-    route = request.app[ROUTE_TABLE].route_of(request)
     # A route outside the table cannot be matched; were it, it would need admin over every location.
     permission = route.permission if route is not None else Permission.ADMIN_EVERYWHERE
     if permission is Permission.PUBLIC:
@@ -219,8 +262,8 @@ async def auth_middleware(request: web.Request, handler: Handler) -> web.StreamR
         request[VISIBLE] = visible
     elif not all(principal.may(action, loc) for loc in locations):
         raise _denied(principal, action)
-    elif route.locate is Locate.BODY and locations[0].startswith("file://"):
-        # On local disk a symlink must not carry a registration out of the token's prefix either.
+    elif route.locate in (Locate.BODY, Locate.STAGING_ID) and locations[0].startswith("file://"):
+        # On local disk a symlink must not carry a registration or a staging table out of the token's prefix.
         if not principal.may_on_disk(action, os.path.realpath(local_path(locations[0]))):
             raise _denied(principal, action)
     return await handler(request)

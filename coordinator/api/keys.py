@@ -15,7 +15,7 @@ from coordinator.runtime.metrics import Metrics, RecentErrors
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter
 from coordinator.store import OwnershipStore
-from coordinator.store.rows import NameRow, TableRow
+from coordinator.store.rows import NameRow, StagingRow, TableRow
 from coordinator.views.pages import Views
 
 SETTINGS = web.AppKey("settings", Settings)
@@ -46,3 +46,8 @@ PRINCIPAL = web.RequestKey("principal", Principal)
 VISIBLE: web.RequestKey[Callable[[str], bool]] = web.RequestKey("visible", Callable[[str], bool])  # type: ignore[arg-type]
 # set by the auth middleware on a Locate.NAME route: the table the path names (``auth.named_table``)
 NAMED: web.RequestKey[tuple[TableRow, NameRow]] = web.RequestKey("named", tuple)  # type: ignore[arg-type]
+# set by the auth middleware on a Locate.STAGING_ID route: the staging reservation the path names (``auth.staging_of``)
+STAGING = web.RequestKey("staging", StagingRow)
+# set by ``auth.require`` once the token's permission on a location was granted: a Locate.HANDLER route's answer
+# is refused without it (the route fails closed)
+LOCATION_CHECKED = web.RequestKey("location_checked", bool)

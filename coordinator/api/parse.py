@@ -49,3 +49,12 @@ def str_field(body: dict[str, Any], name: str, *, required: bool = True) -> str 
     if not isinstance(v, str) or not v:
         raise InvalidArgumentError(f"{name} is required and must be a non-empty string")
     return v
+
+
+def location_field(body: dict[str, Any]) -> str:
+    """The ``location`` of a JSON body that places a table (a registration, the Delta API's createTable), as given:
+    what the auth middleware judges (``Locate.BODY``) and the handler then uses."""
+    v = body.get("location")
+    if not isinstance(v, str):
+        raise InvalidArgumentError("location is required and must be a string")
+    return v

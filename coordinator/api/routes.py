@@ -48,8 +48,9 @@ class Permission(enum.Enum):
 
 class Locate(enum.Enum):
     """Where the auth middleware finds the location a READ / COMMIT / ADMIN route acts on. For the kinds that
-    name a table (TABLE_ID, NAME, TABLE_ID_FIELD) it finds the table and judges the permission before the
-    handler runs, so no handler can judge a request's body or query first."""
+    name a place (TABLE_ID, NAME, TABLE_ID_FIELD, BODY, MANAGED, STAGING_ID) it finds it and judges the
+    permission before the handler runs, so no handler can judge a request's body or query first. HANDLER
+    routes fail closed: their handler's answer is refused unless it ran ``auth.require`` (``LOCATION_CHECKED``)."""
 
     TABLE_ID = "table_id"  # the registered table named by the path's {table_id}
     # the table the path names: {catalog}/{schema}/{table}, or a {full_name} under /tables/; a table the token
@@ -58,12 +59,17 @@ class Locate(enum.Enum):
     # the registered table whose id the request's ``table_id`` field gives (the JSON body's, else the query's):
     # judged on the location the owner registered, never on a location the caller claims beside the id
     TABLE_ID_FIELD = "table_id_field"
-    BODY = "body"  # the JSON body's ``location`` (registration); a local path's real path is checked too
+    BODY = "body"  # the JSON body's ``location`` (a registration, a create); a local path's real path is checked too
     # the ``location`` query parameter; without one, holding the action anywhere suffices and a listing shows
     # only the tables the token may read
     QUERY = "query"
+    # a location under the managed root (``Catalog.managed_scope``): where a staging reservation is made
+    MANAGED = "managed"
+    # the staging reservation the path's {staging_id} names: judged on the location the owner allocated
+    STAGING_ID = "staging_id"
     # as QUERY in the middleware; the handler calls ``auth.require(...)`` itself once it has resolved the
-    # location (a Unity Catalog name, a table_id in the body, a path)
+    # location (several tables of a body, a body's location that may be left out, a path whose operation
+    # decides the action). The middleware refuses a handler's success without that call (fails closed).
     HANDLER = "handler"
 
 
@@ -186,6 +192,8 @@ def _check(r: Route) -> None:
         raise ValueError(f"{where}: Locate.TABLE_ID exactly when the path names a {{table_id}}")
     if r.locate is not None and ((r.locate is Locate.NAME) != _names_a_table(r.path)):
         raise ValueError(f"{where}: Locate.NAME exactly when the path names a table by its name")
+    if r.locate is not None and ((r.locate is Locate.STAGING_ID) != ("{staging_id}" in r.path)):
+        raise ValueError(f"{where}: Locate.STAGING_ID exactly when the path names a {{staging_id}}")
 
 
 def _names_a_table(path: str) -> bool:

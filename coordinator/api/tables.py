@@ -7,7 +7,7 @@ from aiohttp import web
 from client.contract.errors import InvalidArgumentError
 from coordinator.api.errors import json_body, json_response, only_params
 from coordinator.api.keys import SERVICE, VISIBLE
-from coordinator.api.parse import int_field, parse_uuid
+from coordinator.api.parse import int_field, location_field, parse_uuid
 from coordinator.core.catalog import owned_name
 
 REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name", "tableType"}  # the body of registerTable
@@ -16,9 +16,7 @@ REGISTER_FIELDS = {"location", "currentVersion", "commitDir", "name", "tableType
 async def register_table(request: web.Request) -> web.Response:
     only_params(request, set())
     body = await json_body(request, REGISTER_FIELDS)
-    location = body.get("location")
-    if not isinstance(location, str):
-        raise InvalidArgumentError("location is required and must be a string")
+    location = location_field(body)
     current = int_field(body, "currentVersion", default=-1, minimum=-1)
     commit_dir = body.get("commitDir")
     if commit_dir is not None and not isinstance(commit_dir, str):

@@ -26,7 +26,8 @@ ROUTES = [
     Route("POST", f"{V1}/tables/{{table_id}}/commits", commits.commit, COMMIT, API, "commit", TABLE_ID),
     Route("GET", f"{V1}/tables/{{table_id}}/commits", commits.get_commits, READ, API, "getCommits", TABLE_ID),
     Route("POST", f"{V1}/tables/{{table_id}}/backfill", tables.backfill, ADMIN, API, "backfillToVersion", TABLE_ID),
-    # multi-table: the handler checks the permission on every table named in the body (issue 28)
+    # multi-table: the handler checks the permission on every table named in the body (issue 28); an answer
+    # without that check is refused (Locate.HANDLER fails closed)
     Route("POST", f"{V1}/transactions", transactions.commit_transaction, COMMIT, API, "commitTransaction", HANDLER),
     Route("POST", f"{V1}/snapshots", transactions.snapshots, READ, API, "getSnapshots", HANDLER),
 ]

@@ -129,7 +129,7 @@ def tokens_import(scopes: tuple[str, ...], env_name: str | None, file_name: str 
 
 def deny_statement(token_id: str) -> dict[str, Any]:
     """An IAM policy statement that ends, at once, every STS session the owner opened for ``token_id``: the owner
-    names each session ``commit-owner-<token id>`` (api/unity/credentials.py), and for an assumed role AWS sets
+    names each session ``commit-owner-<token id>`` (api/vending.py), and for an assumed role AWS sets
     ``aws:userid`` to ``<role id>:<session name>``. To add to the vending role's policy (docs/security.md)."""
     return {"Sid": f"RevokedCommitOwnerToken{token_id}", "Effect": "Deny", "Action": "*", "Resource": "*",
             "Condition": {"StringLike": {"aws:userid": f"*:{session_name(token_id)}"}}}

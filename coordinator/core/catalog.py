@@ -56,6 +56,19 @@ def split_full_name(full: str, parts: int) -> list[str]:
     return [check_name(p, "name part") for p in pieces]
 
 
+def check_table_type(value: Any, what: str = "table type") -> str:
+    """A table's type: MANAGED or EXTERNAL (no views). Raises InvalidArgumentError."""
+    if value not in TABLE_TYPES:
+        raise InvalidArgumentError(f"{what} must be MANAGED or EXTERNAL (views are not supported)")
+    return value  # type: ignore[no-any-return]
+
+
+def refuse_uniform(value: Any) -> None:
+    """Every API refuses ``uniform`` (Iceberg conversion) when a request carries one. Raises InvalidArgumentError."""
+    if value is not None:
+        raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
+
+
 def check_properties(value: Any, what: str = "properties") -> dict[str, str]:
     if value is None:
         return {}
@@ -119,9 +132,7 @@ def owned_name(full_name: Any, table_type: Any = None, commit_dir: str | None = 
     if not isinstance(full_name, str):
         raise InvalidArgumentError("name must be a string of the form catalog.schema.table")
     catalog, schema, name = split_full_name(full_name, 3)
-    table_type = EXTERNAL if table_type is None else table_type
-    if table_type not in TABLE_TYPES:
-        raise InvalidArgumentError("tableType must be MANAGED or EXTERNAL")
+    table_type = check_table_type(EXTERNAL if table_type is None else table_type, "tableType")
     if table_type == MANAGED and commit_dir != STAGED_COMMITS_DIR:
         raise InvalidArgumentError(f"tableType MANAGED is for catalogManaged tables: commitDir must be "
                                    f"{STAGED_COMMITS_DIR}")
@@ -179,6 +190,12 @@ class Catalog:
     def managed_root(self) -> str:
         return self.service.managed_root()
 
+    def managed_scope(self) -> str:
+        """What a token must hold a scope over to have a table made under the managed root (a staging
+        reservation, a MANAGED table created without a location): a location below the root, which a scope of
+        the root or of any prefix above it covers. Raises LocationNotAllowedError (no allowed root holds it)."""
+        return self.managed_root() + "/x"
+
     async def reserve(self, catalog: str, schema: str, name: str) -> StagingRow:
         """A staging reservation: a new table id and its location under the managed root, for a name not
         taken yet. Raises AlreadyExistsError, NotFoundError (no such schema)."""
@@ -199,8 +216,7 @@ class Catalog:
         """Name and register a table: MANAGED at the location of its staging reservation (the writer writes
         version 0 itself), or EXTERNAL at an allowed location holding a Delta table (taken over at its
         newest version). The reply's columns are the log's when ``named`` has none."""
-        if named.table_type not in TABLE_TYPES:
-            raise InvalidArgumentError("table type must be MANAGED or EXTERNAL (views are not supported)")
+        check_table_type(named.table_type)
         loc = normalize_location(location)
         if named.table_type == MANAGED:
             staging = await self.names.find_staging(loc)
@@ -306,4 +322,4 @@ class Catalog:
 
 
 __all__ = ["RESERVED", "Catalog", "check_comment", "check_name", "check_properties", "check_reserved",
-           "held_properties", "owned_name", "new_name", "split_full_name"]
+           "check_table_type", "held_properties", "owned_name", "new_name", "refuse_uniform", "split_full_name"]

@@ -148,7 +148,7 @@ class TransactionService:
         uid = _key_uid(idempotency_key) if idempotency_key else str(uuid.uuid4())
         sha = request_sha256(proposals)
         if idempotency_key and (prior := await self.store.transactions.replayed(uid)) is not None:
-            return await self._replayed(prior, sha, proposals)
+            return await self._replayed(prior, sha, proposals, authorize=authorize)
         tables = await self._live_tables(ids, "commits")
         for t in ids:
             if authorize is not None:
@@ -187,18 +187,23 @@ class TransactionService:
             raise
         if not new:  # a racing attempt under the same key won, with its own files: ours are orphans
             await self._remove(created)
-            return await self._replayed(tx, sha, proposals)
+            return await self._replayed(tx, sha, proposals)  # (authorized above)
         for row, body in zip(rows, bodies, strict=True):
             await self.service.after_ratified(row, body)
         return self._answer(tx, {r.table_id: r for r in rows}, tables, ids)
 
-    async def _replayed(self, prior: TransactionRow, sha: str, proposals: Sequence[Proposal]) -> dict[str, Any]:
-        """The answer to a transaction whose key was already ratified: its first answer when it asks the same."""
+    async def _replayed(self, prior: TransactionRow, sha: str, proposals: Sequence[Proposal],
+                        authorize: Authorize | None = None) -> dict[str, Any]:
+        """The answer to a transaction whose key was already ratified: its first answer when it asks the same,
+        to a caller allowed every table of it (as the first attempt was)."""
+        ids = [p.table_id for p in proposals]
+        tables = await self.store.transactions.tables(ids)
+        for t in ids:  # (the permission first, as for the first attempt)
+            if authorize is not None and t in tables:
+                authorize(tables[t])
         if prior.request_sha256 != sha:
             raise IdempotencyKeyReusedError(f"idempotency key {prior.id} was already used for a transaction with "
                                             "other tables, versions or bodies")
-        ids = [p.table_id for p in proposals]
-        tables = await self.store.transactions.tables(ids)
         rows: dict[str, CommitRow] = {}
         for t, v in prior.commits:
             row = await self.store.get_commit(t, v)

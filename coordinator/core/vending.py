@@ -42,6 +42,8 @@ TABLE_OPERATIONS: dict[str, tuple[Access, str]] = {"READ": ("read", "read"), "RE
 PATH_OPERATIONS: dict[str, tuple[Access, str]] = {"PATH_READ": ("read", "read"),
                                                   "PATH_READ_WRITE": ("write", "commit"),
                                                   "PATH_CREATE_TABLE": ("create", "admin")}
+# The Delta REST Catalog API's names for two of them: READ, or READ_WRITE to create an external table there.
+DELTA_PATH_OPERATIONS = {"READ": PATH_OPERATIONS["PATH_READ"], "READ_WRITE": PATH_OPERATIONS["PATH_READ_WRITE"]}
 # STS refuses a packed session policy above 2048 characters.
 POLICY_LIMIT = 2048
 

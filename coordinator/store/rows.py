@@ -63,10 +63,20 @@ class TableRow:
                             latest_backfilled_version=latest_backfilled_version)
         return row
 
+    # A table's latest version is answered two ways, by the contract of the client asking (PROTOCOL.md 3, 9):
+
     @property
     def reported_latest(self) -> int:
-        """latestTableVersion as Delta expects it: -1 until the owner ratified a commit."""
+        """latestTableVersion as Delta's commit-coordinator client expects it (``/api/v1``, its transactions and
+        snapshots): -1 until the owner ratified a commit (the client then reads the log alone)."""
         return self.latest_version if self.latest_version > self.base_version else -1
+
+    @property
+    def catalog_latest(self) -> int:
+        """latest_table_version as a catalog-managed reader expects it (Unity Catalog's getCommits, the Delta REST
+        Catalog API's loadTable): the newest version, the one the table was registered at (0 for a new table)
+        until the owner ratifies one; never -1, since the reader reads the log up to it."""
+        return self.latest_version
 
     @property
     def unbackfilled(self) -> int:

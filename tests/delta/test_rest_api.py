@@ -13,6 +13,7 @@ import pytest
 from client.contract.layout import delta_file
 from tests.delta.conftest import V1, V1Writer, assert_delta_error, v1
 from tests.ops.helpers import access_lines
+from tests.security.conftest import call
 from tests.support import Service, actions, ndjson, wait_until
 from tests.unity.conftest import db_rows, ok, picture, uc
 
@@ -217,6 +218,23 @@ def test_commits_through_v1_are_seen_by_the_preview_commits_api(uc_service: Serv
     got = ok(uc_service, "GET", "/delta/preview/commits", {"table_id": w.table_id, "table_uri": w.location,
                                                             "start_version": 0})
     assert [c["file_name"] for c in got["commits"]] == [name] and got["latest_table_version"] == 1
+
+
+def test_the_catalog_apis_answer_the_tables_version_where_api_v1_answers_minus_one(uc_service: Service) -> None:
+    """One rule per client contract (``TableRow.reported_latest`` / ``catalog_latest``): before the owner ratified a
+    commit, a catalog-managed reader is told the version the log holds (0), a commit-coordinator client -1."""
+    w = new_writer(uc_service)
+
+    def latest() -> tuple[int, int, int]:
+        status, v1_reply, _ = call(uc_service.endpoint, "GET", f"/api/v1/tables/{w.table_id}")
+        assert status == 200, v1_reply
+        return (v1_reply["latestTableVersion"], w.get_commits()["latest_table_version"],
+                w.load()["latest-table-version"])
+
+    assert latest() == (-1, 0, 0)
+    status, payload, _ = w.commit(1)
+    assert status == 200, payload
+    assert latest() == (1, 1, 1)
 
 
 def test_metrics_are_accepted_for_the_named_table_only(uc_service: Service) -> None:

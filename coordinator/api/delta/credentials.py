@@ -1,8 +1,8 @@
 """Handlers of the Delta REST Catalog API's credentials: a table's, a staging table's, a path's.
 
-The checks and the vending are the Unity Catalog facade's (``api/unity/credentials.issue``): the location must
-lie under an allowed root, the token must hold the operation's action there, and a path write credential never
-reaches a registered table. Only the reply's shape is this API's.
+The checks and the vending are every API's (``api/vending.py``): the location must lie under an allowed root,
+the token must hold the operation's action there, and a path write credential never reaches a registered
+table. Only the operations' names and the reply's shape are this API's.
 """
 
 from __future__ import annotations
@@ -11,16 +11,12 @@ from typing import Any
 
 from aiohttp import web
 
-from client.contract.errors import InvalidArgumentError, PermissionDeniedError
-from coordinator.api.auth import named_table, require
+from client.contract.errors import InvalidArgumentError
+from coordinator.api.auth import named_table, staging_of
 from coordinator.api.errors import json_response, only_params
-from coordinator.api.keys import CATALOG, SERVICE
-from coordinator.api.parse import parse_uuid
-from coordinator.api.unity.credentials import issue
-from coordinator.core.vending import TABLE_OPERATIONS, Vended
+from coordinator.api.vending import issue, path_location, table_location
+from coordinator.core.vending import DELTA_PATH_OPERATIONS, TABLE_OPERATIONS, Vended
 
-# This API's operations for a path: READ, or READ_WRITE to create an external table there.
-PATH_OPERATIONS = {"READ": ("read", "read"), "READ_WRITE": ("write", "commit")}
 AWS_KEYS = {"access_key_id": "s3.access-key-id", "secret_access_key": "s3.secret-access-key",
             "session_token": "s3.session-token"}
 
@@ -44,15 +40,14 @@ async def table_credentials(request: web.Request) -> web.Response:
     operation = _operation(request, TABLE_OPERATIONS)
     access, action = TABLE_OPERATIONS[operation]
     table, _ = await named_table(request)
-    request.app[SERVICE].check_location(table.location)
-    require(request, action, table.location, on_disk=True)
-    return json_response(_reply(await issue(request, table.location, operation, access, table.table_id), operation))
+    location = table_location(request, table, action)
+    return json_response(_reply(await issue(request, location, operation, access, table.table_id), operation))
 
 
 async def staging_credentials(request: web.Request) -> web.Response:
-    """READ_WRITE always: the writer writes version 0 of the table it is creating."""
-    staging = await request.app[CATALOG].staging(parse_uuid(request.match_info["staging_id"], "table id"))
-    require(request, "admin", staging.location, on_disk=True)
+    """READ_WRITE always: the writer writes version 0 of the table it is creating. The auth middleware judged
+    admin on the staging table's location (``Locate.STAGING_ID``)."""
+    staging = await staging_of(request)
     only_params(request, set())
     return json_response(_reply(await issue(request, staging.location, "READ_WRITE", "write", staging.id),
                                 "READ_WRITE"))
@@ -60,14 +55,10 @@ async def staging_credentials(request: web.Request) -> web.Response:
 
 async def path_credentials(request: web.Request) -> web.Response:
     only_params(request, {"location", "operation"})
-    operation = _operation(request, PATH_OPERATIONS)
-    access, action = PATH_OPERATIONS[operation]
+    operation = _operation(request, DELTA_PATH_OPERATIONS)
+    access, action = DELTA_PATH_OPERATIONS[operation]
     raw = request.query.get("location")
     if not raw:
         raise InvalidArgumentError("location is required")
-    location = request.app[SERVICE].check_location(raw)
-    require(request, action, location, on_disk=True)
-    if access != "read" and await request.app[SERVICE].tables_near(location):
-        raise PermissionDeniedError(f"{operation} is refused: a registered table lies at, above or below this "
-                                    "path; ask for the table's credentials")
-    return json_response(_reply(await issue(request, location, operation, access, None), operation))  # type: ignore[arg-type]
+    location = await path_location(request, raw, operation, access, action)
+    return json_response(_reply(await issue(request, location, operation, access, None), operation))

@@ -98,6 +98,14 @@ def protocol_properties(value: Any) -> dict[str, str]:
     return out
 
 
+def wire_protocol(protocol: dict[str, Any]) -> dict[str, Any]:
+    """A Delta protocol action (``minReaderVersion``, ``readerFeatures``, ...) as this API spells a protocol
+    (``min-reader-version``, ``reader-features``, ...)."""
+    keys = {"minReaderVersion": "min-reader-version", "minWriterVersion": "min-writer-version",
+            "readerFeatures": "reader-features", "writerFeatures": "writer-features"}
+    return {keys[k]: v for k, v in protocol.items()}
+
+
 def without_protocol(properties: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in properties.items()
             if k not in (READER_VERSION, WRITER_VERSION) and not k.startswith(FEATURE_PREFIX)}
@@ -157,4 +165,4 @@ def load_reply(table: TableRow, name: NameRow, commits: list[CommitRow]) -> dict
     if LAST_COMMIT_TIMESTAMP in name.properties:
         metadata["last-commit-timestamp-ms"] = int(name.properties[LAST_COMMIT_TIMESTAMP])
     return {"metadata": metadata, "commits": [commit_json(c) for c in sorted(commits, key=lambda c: -c.version)],
-            "latest-table-version": table.latest_version}
+            "latest-table-version": table.catalog_latest}

@@ -14,38 +14,31 @@ from typing import Any
 
 from aiohttp import web
 
-from client.contract.delta_log import TABLE_ID_PROPERTY
+from client.contract.delta_log import CATALOG_MANAGED, ICT_ENABLE, TABLE_ID_PROPERTY, new_table_protocol
 from client.contract.errors import InvalidArgumentError, TableChangedError, TableNotFoundError
-from client.contract.layout import normalize_location
-from coordinator.api.auth import named_table, require
+from coordinator.api.auth import named_table
 from coordinator.api.delta import shapes
 from coordinator.api.delta.errors import API
 from coordinator.api.errors import json_body, json_object, json_response, only_fields, only_params
 from coordinator.api.keys import CATALOG, METRICS, SERVICE, TABLE_ID, VERSION
-from coordinator.api.parse import int_field, parse_uuid, str_field
+from coordinator.api.parse import int_field, location_field, parse_uuid, str_field
 from coordinator.api.routes import ROUTE_TABLE
 from coordinator.core.catalog import (
     EXTERNAL,
     MANAGED,
-    TABLE_TYPES,
     check_comment,
     check_name,
     check_properties,
     check_reserved,
+    check_table_type,
     held_properties,
     new_name,
+    refuse_uniform,
 )
 from coordinator.core.columns import partition_columns_of, to_columns, with_partitions
 from coordinator.store.rows import NameRow
 
 PROTOCOL_VERSION = "1.0"
-# What a catalog-managed table must carry (the catalogManaged feature needs in-commit timestamps and the
-# vacuum protocol check); delta-spark turns these into table features of version 0.
-REQUIRED_PROTOCOL = {
-    "min-reader-version": 3, "min-writer-version": 7,
-    "reader-features": ["catalogManaged", "vacuumProtocolCheck"],
-    "writer-features": ["catalogManaged", "inCommitTimestamp", "vacuumProtocolCheck"],
-}
 UPDATE_ACTIONS = frozenset({"add-commit", "set-latest-backfilled-version", "set-columns", "set-partition-columns",
                             "set-properties", "remove-properties", "set-protocol", "set-table-comment",
                             "set-domain-metadata", "remove-domain-metadata", "update-metadata-snapshot-version"})
@@ -94,32 +87,29 @@ async def get_config(request: web.Request) -> web.Response:
 
 
 async def create_staging_table(request: web.Request) -> web.Response:
+    """The auth middleware judged admin under the managed root (``Locate.MANAGED``)."""
     catalog = request.app[CATALOG]
-    require(request, "admin", catalog.managed_root() + "/x")
     only_params(request, set())
     body = await json_body(request, {"name"})
     catalog_name, schema = _schema(request)
     row = await catalog.reserve(catalog_name, schema, check_name(body.get("name"), "name"))
     return json_response({
         "table-id": row.id, "table-type": MANAGED, "location": row.location, "storage-credentials": [],
-        "required-protocol": REQUIRED_PROTOCOL,
-        "required-properties": {TABLE_ID_PROPERTY: row.id, "delta.enableInCommitTimestamps": "true"},
+        "required-protocol": shapes.wire_protocol(new_table_protocol(CATALOG_MANAGED)),
+        "required-properties": {TABLE_ID_PROPERTY: row.id, ICT_ENABLE: "true"},
         "suggested-protocol": {"reader-features": [], "writer-features": []}, "suggested-properties": {},
     })
 
 
 async def create_table(request: web.Request) -> web.Response:
+    """The auth middleware judged admin on the body's location, its real path on local disk too (``Locate.BODY``)."""
     body = await json_object(request)
-    location = str_field(body, "location")
-    require(request, "admin", normalize_location(location), on_disk=True)  # type: ignore[arg-type]
+    location = location_field(body)
     only_params(request, set())
     only_fields(body, CREATE_FIELDS)
     catalog_name, schema = _schema(request)
-    if body.get("uniform") is not None:
-        raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
-    table_type = body.get("table-type")
-    if table_type not in TABLE_TYPES:
-        raise InvalidArgumentError("table-type must be MANAGED or EXTERNAL")
+    refuse_uniform(body.get("uniform"))
+    table_type = check_table_type(body.get("table-type"), "table-type")
     fields = shapes.check_struct(body.get("columns"))
     partitions = shapes.check_names(body.get("partition-columns"), "partition-columns")
     given = check_properties(body.get("properties"))
@@ -131,9 +121,9 @@ async def create_table(request: web.Request) -> web.Response:
     check_reserved(given, derived, reserved=shapes.derived)  # (the catalog checks the table's own keys)
     properties = {**{k: v for k, v in given.items() if not shapes.derived(k)}, **derived}
     named = new_name(catalog_name, schema, check_name(body.get("name"), "name"),
-                     MANAGED if table_type == MANAGED else EXTERNAL, columns=to_columns(fields, partitions),
+                     table_type, columns=to_columns(fields, partitions),
                      properties=properties, comment=check_comment(body.get("comment")))
-    table, name = await request.app[CATALOG].create_table(named, location)  # type: ignore[arg-type]
+    table, name = await request.app[CATALOG].create_table(named, location)
     return json_response(shapes.load_reply(table, name, []))
 
 
@@ -291,8 +281,7 @@ async def update_table(request: web.Request) -> web.Response:
     if "add-commit" in actions:
         if not isinstance(commit, dict):
             raise InvalidArgumentError("add-commit.commit must be an object")
-        if actions["add-commit"].get("uniform") is not None:
-            raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
+        refuse_uniform(actions["add-commit"].get("uniform"))
         version = int_field(commit, "version", required=True)
         if version is not None:
             request[VERSION] = version  # (the access log's)

@@ -12,7 +12,7 @@ from coordinator.api.errors import json_body, json_response, only_params
 from coordinator.api.keys import CATALOG, SERVICE, TABLE_ID, VERSION
 from coordinator.api.parse import int_field, parse_uuid, str_field
 from coordinator.api.unity.shapes import commit_json, commit_metadata
-from coordinator.core.catalog import check_reserved, held_properties
+from coordinator.core.catalog import check_reserved, held_properties, refuse_uniform
 from coordinator.store.rows import TableRow
 
 COMMIT_FIELDS = {"table_id", "table_uri", "commit_info", "latest_backfilled_version", "metadata", "uniform"}
@@ -34,8 +34,7 @@ async def commit(request: web.Request) -> web.Response:
     its commit, the metadata it reports."""
     only_params(request, set())
     body = await json_body(request, COMMIT_FIELDS)
-    if body.get("uniform") is not None:
-        raise InvalidArgumentError("uniform (Iceberg conversion) is not supported")
+    refuse_uniform(body.get("uniform"))
     table = await _table(request, body)
     request[TABLE_ID] = table.table_id  # (the access log's)
     info = body.get("commit_info")
@@ -95,6 +94,6 @@ async def get_commits(request: web.Request) -> web.Response:
     # Every ratified commit in the range, published or not: Sail 0.7 looks a version the catalog does not
     # list up in _delta_log/_staged_commits/ and gives up when a lost race left a second file there.
     table, rows = await request.app[SERVICE].commits_between(table.table_id, start, end)  # type: ignore[arg-type]
-    return json_response({"commits": [commit_json(r) for r in rows], "latest_table_version": table.latest_version})
+    return json_response({"commits": [commit_json(r) for r in rows], "latest_table_version": table.catalog_latest})
 
 

@@ -3,9 +3,10 @@
 Most permissions are checked in two steps: the middleware checks that the token holds the action somewhere
 (and the ``location`` query parameter if one is given; a listing is filtered per table), then the location:
 a table named by the path (``Locate.NAME``; one the token may not read is answered as a name that names no
-table) or by the request's ``table_id`` (``Locate.TABLE_ID_FIELD``) is found and judged by the middleware
-before the handler runs; other handlers call ``auth.require`` once they have resolved the location
-(``Locate.HANDLER``). Catalogs and schemas have no
+table) or by the request's ``table_id`` (``Locate.TABLE_ID_FIELD``), and a staging table's place under the
+managed root (``Locate.MANAGED``), are found and judged by the middleware before the handler runs; creating a
+table and a path's credentials call ``auth.require`` once they have resolved the location (``Locate.HANDLER``;
+an answer without that call is refused). Catalogs and schemas have no
 location: reading them needs read somewhere, creating and dropping them admin over every location ("*").
 The credential routes need read to get in; the handler then asks the action of the operation requested
 (READ_WRITE / PATH_READ_WRITE: commit, PATH_CREATE_TABLE: admin).
@@ -19,6 +20,7 @@ from coordinator.api.unity.errors import API, PREFIX
 
 READ, COMMIT, ADMIN, EVERYWHERE = Permission.READ, Permission.COMMIT, Permission.ADMIN, Permission.ADMIN_EVERYWHERE
 QUERY, HANDLER, NAME, TABLE_ID_FIELD = Locate.QUERY, Locate.HANDLER, Locate.NAME, Locate.TABLE_ID_FIELD
+MANAGED = Locate.MANAGED
 
 ROUTES = [
     Route("POST", f"{PREFIX}/catalogs", names.create_catalog, EVERYWHERE, API, None),
@@ -29,7 +31,7 @@ ROUTES = [
     Route("GET", f"{PREFIX}/schemas", names.list_schemas, READ, API, None, QUERY),
     Route("GET", f"{PREFIX}/schemas/{{full_name}}", names.get_schema, READ, API, None, QUERY),
     Route("DELETE", f"{PREFIX}/schemas/{{full_name}}", names.delete_schema, EVERYWHERE, API, None),
-    Route("POST", f"{PREFIX}/staging-tables", tables.create_staging_table, ADMIN, API, None, HANDLER),
+    Route("POST", f"{PREFIX}/staging-tables", tables.create_staging_table, ADMIN, API, None, MANAGED),
     Route("POST", f"{PREFIX}/tables", tables.create_table, ADMIN, API, None, HANDLER),
     Route("GET", f"{PREFIX}/tables", tables.list_tables, READ, API, None, QUERY),
     Route("GET", f"{PREFIX}/tables/{{full_name}}", tables.get_table, READ, API, None, NAME),

@@ -11,15 +11,15 @@ from coordinator.api.errors import json_body, json_object, json_response, only_f
 from coordinator.api.keys import CATALOG, VISIBLE
 from coordinator.api.unity.names import page
 from coordinator.api.unity.shapes import check_columns, table_json
-from coordinator.core.catalog import MANAGED, TABLE_TYPES, check_comment, check_name, check_properties, new_name
+from coordinator.core.catalog import MANAGED, check_comment, check_name, check_properties, check_table_type, new_name
 
 TABLE_FIELDS = {"name", "catalog_name", "schema_name", "table_type", "data_source_format", "columns",
                 "storage_location", "comment", "properties", "view_definition", "view_dependencies"}
 
 
 async def create_staging_table(request: web.Request) -> web.Response:
+    """The auth middleware judged admin under the managed root (``Locate.MANAGED``)."""
     catalog = request.app[CATALOG]
-    require(request, "admin", catalog.managed_root() + "/x")
     only_params(request, set())
     body = await json_body(request, {"name", "catalog_name", "schema_name"})
     row = await catalog.reserve(check_name(body.get("catalog_name"), "catalog_name"),
@@ -36,7 +36,7 @@ async def create_table(request: web.Request) -> web.Response:
     table_type = body.get("table_type")
     location = body.get("storage_location")
     if location is None and table_type == MANAGED:  # allocated under the managed root, as Unity Catalog does
-        require(request, "admin", catalog.managed_root() + "/x")
+        require(request, "admin", catalog.managed_scope())
     elif not isinstance(location, str) or not location:
         raise InvalidArgumentError("storage_location is required and must be a string (only a MANAGED table may "
                                    "leave it out: the catalog then allocates one under its managed root)")
@@ -44,15 +44,14 @@ async def create_table(request: web.Request) -> web.Response:
         require(request, "admin", normalize_location(location), on_disk=True)
     only_params(request, set())
     only_fields(body, TABLE_FIELDS)
-    if table_type not in TABLE_TYPES:
-        raise InvalidArgumentError("table_type must be MANAGED or EXTERNAL (views are not supported)")
+    table_type = check_table_type(table_type, "table_type")
     if body.get("data_source_format") != "DELTA":
         raise InvalidArgumentError("data_source_format must be DELTA")
     if body.get("view_definition") is not None or body.get("view_dependencies") is not None:
         raise InvalidArgumentError("view_definition and view_dependencies are only for views")
     named = new_name(check_name(body.get("catalog_name"), "catalog_name"),
                      check_name(body.get("schema_name"), "schema_name"), check_name(body.get("name"), "name"),
-                     MANAGED if table_type == MANAGED else table_type,
+                     table_type,
                      columns=check_columns(body.get("columns")), properties=check_properties(body.get("properties")),
                      comment=check_comment(body.get("comment")))
     if location is None:
