@@ -44,7 +44,7 @@ async def table_credentials(request: web.Request) -> web.Response:
     operation = _operation(request, TABLE_OPERATIONS)
     access, action = TABLE_OPERATIONS[operation]
     table, _ = await named_table(request)
-    request.app[SERVICE].check_location(table.location)
+    request.app[SERVICE].registry.check_location(table.location)
     require(request, action, table.location, on_disk=True)
     return json_response(_reply(await issue(request, table.location, operation, access, table.table_id), operation))
 
@@ -65,9 +65,9 @@ async def path_credentials(request: web.Request) -> web.Response:
     raw = request.query.get("location")
     if not raw:
         raise InvalidArgumentError("location is required")
-    location = request.app[SERVICE].check_location(raw)
+    location = request.app[SERVICE].registry.check_location(raw)
     require(request, action, location, on_disk=True)
-    if access != "read" and await request.app[SERVICE].tables_near(location):
+    if access != "read" and await request.app[SERVICE].reads.tables_near(location):
         raise PermissionDeniedError(f"{operation} is refused: a registered table lies at, above or below this "
                                     "path; ask for the table's credentials")
     return json_response(_reply(await issue(request, location, operation, access, None), operation))  # type: ignore[arg-type]

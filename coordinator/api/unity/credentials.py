@@ -54,8 +54,8 @@ async def table_credentials(request: web.Request) -> web.Response:
     if not isinstance(raw_id, str):
         raise InvalidArgumentError("table_id is required and must be a string")
     operation, access, action = _operation(body, TABLE_OPERATIONS)
-    table = await request.app[SERVICE].table(parse_uuid(raw_id, "table_id"))
-    request.app[SERVICE].check_location(table.location)
+    table = await request.app[SERVICE].reads.table(parse_uuid(raw_id, "table_id"))
+    request.app[SERVICE].registry.check_location(table.location)
     require(request, action, table.location, on_disk=True)
     return json_response((await issue(request, table.location, operation, access, table.table_id)).to_json())
 
@@ -67,12 +67,12 @@ async def path_credentials(request: web.Request) -> web.Response:
     if not isinstance(url, str) or not url:
         raise InvalidArgumentError("url is required and must be a string")
     operation, access, action = _operation(body, PATH_OPERATIONS)
-    location = request.app[SERVICE].check_location(url)
+    location = request.app[SERVICE].registry.check_location(url)
     require(request, action, location, on_disk=True)
     if access != "read":
         # A path write credential never reaches a registered table's files (its _delta_log included):
         # a table's writers ask for temporary-table-credentials.
-        if await request.app[SERVICE].tables_near(location):
+        if await request.app[SERVICE].reads.tables_near(location):
             raise PermissionDeniedError(
                 f"{operation} is refused: a registered table lies at, above or below this path; ask "
                 "temporary-table-credentials with its table_id")
