@@ -13,14 +13,13 @@ import hashlib
 import logging
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from client.contract.errors import InvalidArgumentError, InvalidCommitError
-from client.contract.layout import staged_file
 from coordinator.core.commit_body import ClockRule
 from coordinator.core.memory import Memories
 from coordinator.core.publisher import NoPublisher, Publisher
+from coordinator.core.rows import Handed, TablePlace
 from coordinator.runtime.settings import Settings
 from coordinator.security.roots import parse_roots
 from coordinator.storage import StorageRouter
@@ -33,24 +32,6 @@ log = logging.getLogger("commit_owner.service")
 
 #: How many tables' places a process keeps (a location and a folder never change).
 PLACES_KEPT = 100_000
-
-
-@dataclass(frozen=True)
-class TablePlace:
-    location: str
-    commit_dir: str
-
-
-@dataclass(frozen=True)
-class Handed:
-    """A ratified commit as a reader (or its writer) is handed it: its row and its commit file's path."""
-
-    row: CommitRow
-    path: str
-
-    @classmethod
-    def of(cls, location: str, commit_dir: str, row: CommitRow) -> Handed:
-        return cls(row, staged_file(location, commit_dir, row.file_name))
 
 
 def key_uid(key: str) -> str:
@@ -142,4 +123,4 @@ class Context:
             log.warning("could not remove orphan commit file %s; the janitor will", path)
 
 
-__all__ = ["Context", "Handed", "TablePlace", "check_range", "check_version", "key_uid", "new_commit_row"]
+__all__ = ["Context", "check_range", "check_version", "key_uid", "new_commit_row"]

@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING
 
 from client.contract.errors import CommitVersionConflictError
 from coordinator.core.order.across import Across
 from coordinator.core.order.line import Line
+from coordinator.core.rows import Handed
 from coordinator.store import version_message
-
-if TYPE_CHECKING:
-    from coordinator.core.context import Handed
-    from coordinator.store.turns import TableTurns
+from coordinator.store.turns import TableTurns
 
 #: A table that saw a conflict keeps its last this many commits ratified here in memory to answer the next ones.
 RECENT_COMMITS_KEPT = 16

@@ -27,7 +27,8 @@ from client.contract.errors import (
 from client.contract.layout import delta_file, random_uuid, staged_file, staged_file_name
 from coordinator.core.columns import columns_of_metadata, properties_of_metadata
 from coordinator.core.commit_body import parse_commit_body
-from coordinator.core.context import Context, Handed, TablePlace, check_version, key_uid, new_commit_row
+from coordinator.core.context import Context, check_version, key_uid, new_commit_row
+from coordinator.core.rows import Handed, TablePlace
 from coordinator.security.roots import check_local_log
 from coordinator.storage.base import FileInfo, Prepared
 from coordinator.store import CommitRow

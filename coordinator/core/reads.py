@@ -15,7 +15,8 @@ from client.contract.errors import (
     UnavailableError,
 )
 from client.contract.layout import normalize_location
-from coordinator.core.context import Context, Handed, check_range
+from coordinator.core.context import Context, check_range
+from coordinator.core.rows import Handed
 from coordinator.store import TableRow
 
 #: At most this many commits ride on a version conflict's answer (``unseenCommits``); a writer further behind

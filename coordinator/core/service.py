@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from coordinator.core.context import Context, Handed
+from coordinator.core.context import Context
 from coordinator.core.publisher import Publisher
 from coordinator.core.ratify import Ratifier
 from coordinator.core.reads import Reads
@@ -50,4 +50,4 @@ class CommitService:
         self.add_unseen_commits = self.reads.add_unseen_commits
 
 
-__all__ = ["CommitService", "Handed"]
+__all__ = ["CommitService"]

@@ -40,9 +40,10 @@ from client.contract.errors import (
 )
 from client.contract.layout import staged_file, staged_file_name
 from coordinator.core.commit_body import CommitBody, parse_commit_body
-from coordinator.core.context import Context, Handed, check_version, key_uid, new_commit_row
+from coordinator.core.context import Context, check_version, key_uid, new_commit_row
 from coordinator.core.ratify import Ratifier
 from coordinator.core.reads import Reads
+from coordinator.core.rows import Handed
 from coordinator.security.roots import check_local_log
 from coordinator.storage.base import FileInfo
 from coordinator.store import CommitRow, TableRow
