@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 
 from client.contract.errors import ForeignCommitFileError, UnavailableError
 from client.contract.layout import LOG_DIR, delta_file, delta_file_name, staged_file
-from coordinator.core.staged import commit_bytes
 from coordinator.storage import Prepared, StorageRouter
+from coordinator.storage.staged import commit_bytes
 from coordinator.store import CommitRow, OwnershipStore, TableRow
 
 log = logging.getLogger("commit_owner.backfill")

@@ -20,7 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from client.snapshot import load_snapshot
 from client.write import write_table
-from coordinator.core.service import UNSEEN_COMMITS_LIMIT
+from coordinator.core.reads import UNSEEN_COMMITS_LIMIT
 from tests.inprocess import InProcess
 from tests.support import S3_KEY, S3_SECRET, actions, db_commit_files, delta_file, ndjson
 
@@ -71,13 +71,13 @@ async def test_the_loser_of_a_race_is_told_exactly_the_commits_it_has_not_seen(i
 
 async def test_a_conflict_carries_at_most_the_bound_and_says_when_that_is_not_all(inproc: InProcess) -> None:
     s = inproc
-    assert s.service.unseen_limit == UNSEEN_COMMITS_LIMIT == 100
+    assert s.service.reads.unseen_limit == UNSEEN_COMMITS_LIMIT == 100
     table_id, loc = await s.create_table()
     acked = [await s.commit_ok(table_id, v) for v in range(1, 6)]
     names = [c["fileName"] for c in acked]
     await s.backfill_to(table_id, 5)
     files = await asyncio.to_thread(s.backend.snapshot, loc)
-    s.service.unseen_limit = 3
+    s.service.reads.unseen_limit = 3
     try:
         status, far = await s.commit(table_id, 2, ndjson(actions()))
         assert status == 409 and unseen(far) == ([2, 3, 4], names[1:4], False, 5), far
@@ -86,7 +86,7 @@ async def test_a_conflict_carries_at_most_the_bound_and_says_when_that_is_not_al
         status, stale_keyed = await s.commit(table_id, 5, ndjson(actions()), "3d0c2f9e-51a4-4c1b-8f0e-6a7b9c2d4e10")
         assert status == 409 and unseen(stale_keyed) == ([5], names[4:], True, 5), stale_keyed
     finally:
-        s.service.unseen_limit = UNSEEN_COMMITS_LIMIT
+        s.service.reads.unseen_limit = UNSEEN_COMMITS_LIMIT
     assert await asyncio.to_thread(s.backend.snapshot, loc) == files
     assert sorted(await asyncio.to_thread(db_commit_files, s.backend.database_url, table_id)) == [1, 2, 3, 4, 5]
 
@@ -98,8 +98,8 @@ async def test_a_busy_tables_losers_are_answered_from_the_commits_the_process_ra
     status, reply = await s.commit(table_id, 1, ndjson(actions()))  # the table's first conflict: from the database
     assert status == 409 and unseen(reply)[0] == [1], reply
     acked = [await s.commit_ok(table_id, v) for v in (2, 3, 4)]
-    turn = s.service._turns[table_id]
-    assert turn.recent is not None and [c["version"] for c in turn.recent] == [2, 3, 4]
+    memory = s.service.ctx.memories.get(table_id)
+    assert memory is not None and memory.recent is not None and [c.row.version for c in memory.recent] == [2, 3, 4]
     await s.backfill_to(table_id, 4)
     files = await asyncio.to_thread(s.backend.snapshot, loc)
     status, reply = await s.commit(table_id, 2, ndjson(actions()))

@@ -166,7 +166,7 @@ async def test_one_batch_answers_each_proposal_on_its_own_and_refusals_change_no
         assert status == 200, reply
         for t in (conflict, replay, reused):
             await other.backfill_to(t, 1)  # nothing left to publish: the snapshots below stay still
-        await s.service.place(gone)  # ``s`` knows where the table lives, then it is forgotten
+        await s.service.reads.location_of(gone)  # ``s`` knows where the table lives, then it is forgotten
         assert await s.store.forget_registration(gone)
         before = {t: (await asyncio.to_thread(db_state, s.backend.database_url, t),
                       await asyncio.to_thread(s.backend.snapshot, loc))

@@ -19,8 +19,7 @@ WIRING = {API / "app.py", API / "keys.py"}
 REACH = re.compile(r"app\[(STORE|STORAGE|BACKFILLER)\]|\bservice\.(store|storage|backfiller|roots|settings)\b|"
                    r"\.(store|storage|backfiller)\.\w+\(")
 PRODUCT = ("coordinator", "backfill", "client")
-# AFTER-CORE (issue 40): the commit service and the transactions still import each other; empty this then.
-KNOWN_CIRCLES = [{"coordinator.core.service", "coordinator.core.transactions"}]
+KNOWN_CIRCLES: list[set[str]] = []
 
 
 def _adapters() -> list:

@@ -43,7 +43,7 @@ async def b_holds_the_turn(s: InProcess, turn_seconds: float | None = None) -> s
     """A new table at version 1 whose line's head is writer b (it lost version 1): the table's id."""
     table_id, _ = await s.create_table()
     if turn_seconds is not None:
-        s.service._turn(table_id).line.turn_seconds = turn_seconds
+        s.service.ctx.memories.of(table_id).line.turn_seconds = turn_seconds
     await s.commit_ok(table_id, 1)
     lost_with_slot(await propose(s, table_id, 1, "b"), "b", 1)  # b holds the next turn
     return table_id
@@ -52,7 +52,7 @@ async def b_holds_the_turn(s: InProcess, turn_seconds: float | None = None) -> s
 async def test_losers_take_the_next_versions_in_the_order_they_lost(inproc: InProcess) -> None:
     s = inproc
     table_id, _ = await s.create_table()
-    s.service._turn(table_id).line.turn_seconds = 10.0  # no turn runs out while the test looks
+    s.service.ctx.memories.of(table_id).line.turn_seconds = 10.0  # no turn runs out while the test looks
     await s.commit_ok(table_id, 1)
     assert (await propose(s, table_id, 2, "a"))[0] == 200  # a wins version 2
     lost_with_slot(await propose(s, table_id, 2, "b"), "b", 1)  # b lost first: the next turn is b's
@@ -70,13 +70,13 @@ async def test_losers_take_the_next_versions_in_the_order_they_lost(inproc: InPr
     lost_with_slot(await a_next, "a", 1)  # a's turn comes after c's
     assert (await propose(s, table_id, 5, "a"))[0] == 200
     assert (await s.get_commits(table_id))["latestTableVersion"] == 5
-    assert not s.service._turn(table_id).line  # every ticket won: nobody left in line
+    assert not s.service.ctx.memories.of(table_id).line  # every ticket won: nobody left in line
 
 
 async def test_a_turn_nobody_comes_back_for_expires_and_passes_on(inproc: InProcess) -> None:
     s = inproc
     table_id, _ = await s.create_table()
-    s.service._turn(table_id).line.turn_seconds = 0.3
+    s.service.ctx.memories.of(table_id).line.turn_seconds = 0.3
     await s.commit_ok(table_id, 1)
     lost_with_slot(await propose(s, table_id, 1, "gone"), "gone", 1)  # its writer never comes back
     started = time.monotonic()
@@ -98,7 +98,7 @@ async def test_a_refusal_that_is_not_a_lost_race_passes_the_turn_on_at_once(inpr
     assert status == 400 and reply["error"]["code"] == "INVALID_COMMIT", reply
     status, _ = await asyncio.wait_for(held, 5)  # c does not wait for b's 10 s turn
     assert status == 200
-    assert not s.service._turn(table_id).line
+    assert not s.service.ctx.memories.of(table_id).line
 
 
 async def test_a_writer_without_a_ticket_neither_waits_nor_takes_the_line_away(inproc: InProcess) -> None:
@@ -121,7 +121,7 @@ async def test_a_writer_without_a_ticket_neither_waits_nor_takes_the_line_away(i
 async def test_writers_without_a_ticket_share_one_place_in_the_line(inproc: InProcess) -> None:
     s = inproc
     table_id = await b_holds_the_turn(s, 10.0)
-    line = s.service._turn(table_id).line
+    line = s.service.ctx.memories.of(table_id).line
     lost_with_slot(await propose(s, table_id, 1), None, 3)  # an old client loses: the outsiders' place is 2nd
     assert list(line.order) == ["b", OUTSIDERS]
     lost_with_slot(await propose(s, table_id, 1), None, 3)  # (one place for all of them, however often they lose)
@@ -145,7 +145,7 @@ async def test_the_outsiders_turn_expires_when_no_writer_without_a_ticket_comes_
     started = time.monotonic()
     assert (await propose(s, table_id, 3, "c"))[0] == 200  # held until the outsiders' turn ran out
     assert 0.2 <= time.monotonic() - started < 5
-    assert not s.service._turn(table_id).line
+    assert not s.service.ctx.memories.of(table_id).line
 
 
 async def test_a_writer_without_a_ticket_does_not_starve_in_a_crowd_that_has_them(inproc: InProcess) -> None:
@@ -196,7 +196,7 @@ async def test_a_malformed_ticket_is_refused_and_changes_nothing(inproc: InProce
     assert status == 400 and reply["error"]["code"] == "INVALID_ARGUMENT" and "Commit-Slot" in reply["error"]["message"]
     assert await asyncio.to_thread(s.backend.snapshot, loc) == files
     assert await asyncio.to_thread(db_commit_files, s.backend.database_url, table_id) == rows
-    assert not s.service._turn(table_id).line
+    assert not s.service.ctx.memories.of(table_id).line
 
 
 async def test_the_client_keeps_the_ticket_a_409_hands_it(inproc: InProcess) -> None:
@@ -215,4 +215,4 @@ async def test_the_client_keeps_the_ticket_a_409_hands_it(inproc: InProcess) -> 
 
     slot, won = await asyncio.to_thread(race)
     assert won.version == 2
-    assert not s.service._turn(table_id).line  # its ticket came back with the next proposal, which won
+    assert not s.service.ctx.memories.of(table_id).line  # its ticket came back with the next proposal, which won

@@ -30,10 +30,10 @@ async def other(inproc: InProcess) -> AsyncIterator[InProcess]:
 
 def turn_seconds(table_id: str, seconds: float, *services: InProcess) -> None:
     for s in services:
-        turn = s.service._turn(table_id)
-        turn.line.turn_seconds = seconds
-        assert turn.across is not None
-        turn.across.turn_seconds = seconds
+        memory = s.service.ctx.memories.of(table_id)
+        memory.line.turn_seconds = seconds
+        assert memory.across is not None
+        memory.across.turn_seconds = seconds
 
 
 async def raced_table(s1: InProcess, s2: InProcess) -> str:
@@ -70,7 +70,7 @@ async def test_losers_take_the_next_versions_in_the_order_they_lost_across_servi
     assert (await propose(s2, table_id, 5, "d"))[0] == 200
     assert (await s1.get_commits(table_id))["latestTableVersion"] == 5
     for s in (s1, s2):
-        assert s.service._turn(table_id).across.idle  # type: ignore[union-attr]  # every turn given back
+        assert s.service.ctx.memories.of(table_id).across.idle  # type: ignore[union-attr]  # every turn given back
 
 
 async def test_a_round_is_every_ticket_in_line_when_the_turn_is_taken(inproc: InProcess, other: InProcess) -> None:
@@ -142,7 +142,7 @@ async def test_a_writer_without_a_ticket_is_not_held_by_another_services_turn(
     lost_with_slot(await propose(s2, table_id, 3, "c"), "c", 1)  # c, beaten by it in the database, keeps its turn
     assert (await propose(s2, table_id, 4, "c"))[0] == 200
     assert (await s2.get_commits(table_id))["latestTableVersion"] == 4
-    assert s2.service._turn(table_id).across.idle  # type: ignore[union-attr]
+    assert s2.service.ctx.memories.of(table_id).across.idle  # type: ignore[union-attr]
 
 
 async def test_sqlite_services_race_and_nobody_waits(inproc: InProcess, other: InProcess) -> None:
@@ -168,5 +168,5 @@ async def test_a_table_no_other_service_commits_to_never_takes_the_turn(inproc: 
     lost_with_slot(await propose(s, table_id, 1, "b"), "b", 1)  # a loser of this process: told from memory
     for version, ticket in ((2, "a"), (3, "b"), (4, "a")):
         assert (await propose(s, table_id, version, ticket))[0] == 200
-    across = s.service._turn(table_id).across
+    across = s.service.ctx.memories.of(table_id).across
     assert across is not None and across.shared_until == 0.0 and across.idle  # no statement spent on a turn

@@ -4,6 +4,7 @@ Standard library only. The service, the backfiller and the ops jobs import these
 
 * :mod:`.errors`: the one error family and its JSON envelope (codes, HTTP statuses, what a caller should do).
 * :mod:`.layout`: the Delta log layout (file names, commit folders, location spelling).
+* :mod:`.commits`: the wire shape of one ratified commit.
 * :mod:`.delta_log`: Delta log rules (property generations, owner references, action parsing).
 * :mod:`.delta_schema`: Delta's schema serialization format, checked.
 """

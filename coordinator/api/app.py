@@ -70,10 +70,10 @@ async def _storage_ctx(app: web.Application, inner: Wrap | None = None) -> Async
 async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     s = app[SETTINGS]
     backfiller = Backfiller(app[STORE], app[STORAGE], s, background=s.backfill, metrics=app[METRICS])
-    service = CommitService(s, app[STORE], app[STORAGE], backfiller=backfiller, metrics=app[METRICS])
+    service = CommitService(s, app[STORE], app[STORAGE], publisher=backfiller, metrics=app[METRICS])
     app[SERVICE] = service
-    app[CATALOG] = Catalog(service, NameStore(app[STORE]))
-    app[VIEWS] = Views(service, app[CATALOG].names, BrowseStore(app[STORE]), app[STORAGE])
+    app[CATALOG] = Catalog(service.registry, NameStore(app[STORE]))
+    app[VIEWS] = Views(service.reads, app[CATALOG].names, BrowseStore(app[STORE]), app[STORAGE])
     app[VENDOR] = CredentialVendor(s, VendedStore(app[STORE].db))
     app[BACKFILLER] = backfiller
     await backfiller.start()

@@ -187,14 +187,14 @@ async def _locations(request: web.Request, route: Route, principal: Principal) -
     """The locations a request acts on (None: a listing, filtered afterwards)."""
     if route.locate is Locate.TABLE_ID:
         table_id = parse_uuid(request.match_info["table_id"], "table id")
-        return [(await request.app[SERVICE].place(table_id)).location]
+        return [await request.app[SERVICE].reads.location_of(table_id)]
     if route.locate is Locate.NAME:
         request[NAMED] = await _named(request, principal)
         return [request[NAMED][0].location]
     if route.locate is Locate.TABLE_ID_FIELD:
         body = await json_object(request)
         table_id = parse_uuid(body.get("table_id", request.query.get("table_id")), "table_id")
-        return [(await request.app[SERVICE].place(table_id)).location]
+        return [await request.app[SERVICE].reads.location_of(table_id)]
     if route.locate is Locate.BODY:
         return await _body_location(request)
     if route.locate is Locate.MANAGED:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from client.contract.commits import commit_json
 from client.contract.errors import CommitVersionConflictError, InvalidArgumentError
 from coordinator.api.errors import json_response, only_params, query_int
 from coordinator.api.keys import SERVICE, TABLE_ID, VERSION
@@ -30,12 +31,12 @@ async def commit(request: web.Request) -> web.Response:
     request[VERSION] = version
     service = request.app[SERVICE]
     try:
-        result = await service.commit(table_id, version, data, key, ticket=ticket)
+        handed = await service.commit(table_id, version, data, key, ticket=ticket)
     except CommitVersionConflictError as e:
         # The loser gets what it has not seen (this API's envelope; the Unity Catalog facade answers UC's own).
         await service.add_unseen_commits(e, table_id, version)
         raise
-    return json_response(result)
+    return json_response(commit_json(handed.row, handed.path))
 
 
 async def get_commits(request: web.Request) -> web.Response:
@@ -43,4 +44,6 @@ async def get_commits(request: web.Request) -> web.Response:
     table_id = parse_uuid(request.match_info["table_id"], "table id")
     start = query_int(request, "startVersion")
     end = query_int(request, "endVersion")
-    return json_response(await request.app[SERVICE].get_commits(table_id, start, end))
+    table, commits = await request.app[SERVICE].reads.get_commits(table_id, start, end)
+    return json_response({"commits": [commit_json(c.row, c.path) for c in commits],
+                          "latestTableVersion": table.reported_latest})

@@ -13,7 +13,7 @@ async def healthz(request: web.Request) -> web.Response:
 
 
 async def readyz(request: web.Request) -> web.Response:
-    problems = await request.app[SERVICE].ping()
+    problems = await request.app[SERVICE].reads.ping()
     checks = {what: problem or "ok" for what, problem in problems.items()}
     ok = not any(problems.values())
     return json_response({"status": "ok" if ok else "unavailable", "checks": checks}, status=200 if ok else 503)

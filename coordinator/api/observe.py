@@ -91,7 +91,7 @@ def _access_line(request: web.Request, status: int, outcome: str, table_id: str 
 async def metrics_handler(request: web.Request) -> web.Response:
     metrics = request.app[METRICS]
     try:
-        await metrics.refresh_tables(*await request.app[SERVICE].backlog())
+        await metrics.refresh_tables(*await request.app[SERVICE].reads.backlog())
     except CommitOwnerError as e:
         log.warning("metrics: per-table figures not refreshed: %s", e.message)
     return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})

@@ -89,7 +89,7 @@ async def status_page(request: web.Request) -> web.Response:
     counts: dict[str, int] = {}
     behind = 0
     try:
-        view = await request.app[SERVICE].overview(MAX_ROWS)
+        view = await request.app[SERVICE].reads.overview(MAX_ROWS)
     except CommitOwnerError as e:
         problem = f'<p class="problem"><strong>Ownership store unavailable:</strong> {html.escape(e.message)}</p>'
     else:

@@ -27,31 +27,31 @@ async def register_table(request: web.Request) -> web.Response:
         raise InvalidArgumentError("tableType is only for a table registered with a name")
     else:
         name = None
-    table = await request.app[SERVICE].register_table(location, current, commit_dir,  # type: ignore[arg-type]
-                                                      name=name)
+    table = await request.app[SERVICE].registry.register_table(location, current, commit_dir,  # type: ignore[arg-type]
+                                                               name=name)
     return json_response(table.to_json(), status=201)
 
 
 async def forget_table(request: web.Request) -> web.Response:
     only_params(request, set())
     table_id = parse_uuid(request.match_info["table_id"], "table id")
-    await request.app[SERVICE].forget_table(table_id)
+    await request.app[SERVICE].registry.forget_table(table_id)
     return web.Response(status=204)
 
 
 async def get_table(request: web.Request) -> web.Response:
     only_params(request, set())
     table_id = parse_uuid(request.match_info["table_id"], "table id")
-    return json_response((await request.app[SERVICE].table(table_id)).to_json())
+    return json_response((await request.app[SERVICE].reads.table(table_id)).to_json())
 
 
 async def list_tables(request: web.Request) -> web.Response:
     only_params(request, {"location"})
     location = request.query.get("location")
     if location is not None:
-        table = await request.app[SERVICE].find_table(location)
+        table = await request.app[SERVICE].reads.find_table(location)
         return json_response(table.to_json())
-    tables = await request.app[SERVICE].tables()
+    tables = await request.app[SERVICE].reads.tables()
     visible = request.get(VISIBLE)  # set by the auth middleware: only tables the token may read
     return json_response({"tables": [t.to_json() for t in tables if visible is None or visible(t.location)]})
 
@@ -62,5 +62,5 @@ async def backfill(request: web.Request) -> web.Response:
     body = await json_body(request, {"version", "lastKnownBackfilledVersion"})
     version = int_field(body, "version", minimum=0)
     last_known = int_field(body, "lastKnownBackfilledVersion", minimum=-1)
-    table = await request.app[SERVICE].backfill(table_id, version, last_known)
+    table = await request.app[SERVICE].registry.backfill(table_id, version, last_known)
     return json_response(table.to_json())

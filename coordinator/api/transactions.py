@@ -8,6 +8,7 @@ from typing import Any
 
 from aiohttp import web
 
+from client.contract.commits import commit_json
 from client.contract.errors import InvalidArgumentError
 from client.http import encode_actions
 from coordinator.api.auth import require
@@ -51,9 +52,10 @@ async def commit_transaction(request: web.Request) -> web.Response:
     def authorize(table: TableRow) -> None:
         require(request, "commit", table.location)
 
-    result = await request.app[SERVICE].transactions.commit(
+    done = await request.app[SERVICE].transactions.commit(
         proposals, request.headers.get("Idempotency-Key"), authorize=authorize)
-    return json_response(result)
+    return json_response({"transactionId": done.tx.id, "committedAt": done.tx.committed_at,
+                          "commits": [{"tableId": t, **commit_json(c.row, c.path)} for t, c in done.commits]})
 
 
 async def snapshots(request: web.Request) -> web.Response:
@@ -67,4 +69,7 @@ async def snapshots(request: web.Request) -> web.Response:
     def authorize(table: TableRow) -> None:
         require(request, "read", table.location)
 
-    return json_response(await request.app[SERVICE].transactions.snapshot(table_ids, authorize=authorize))
+    read = await request.app[SERVICE].transactions.snapshot(table_ids, authorize=authorize)
+    return json_response({"tables": [{"tableId": table.table_id, "latestTableVersion": table.reported_latest,
+                                      "commits": [commit_json(c.row, c.path) for c in commits]}
+                                     for table, commits in read]})

@@ -26,7 +26,7 @@ log = logging.getLogger("commit_owner.vending")
 def table_location(request: web.Request, table: TableRow, action: str) -> str:
     """The location a table credential opens: the table's, under an allowed root, the token holding ``action``
     there."""
-    request.app[SERVICE].check_location(table.location)
+    request.app[SERVICE].registry.check_location(table.location)
     require(request, action, table.location, on_disk=True)
     return table.location
 
@@ -35,9 +35,9 @@ async def path_location(request: web.Request, raw: str, operation: str, access: 
     """The location a path credential opens: ``raw`` normalized, under an allowed root, the token holding
     ``action`` there; a write credential never reaches a registered table's files (its ``_delta_log``
     included): a table's writers ask for the table's credentials."""
-    location = request.app[SERVICE].check_location(raw)
+    location = request.app[SERVICE].registry.check_location(raw)
     require(request, action, location, on_disk=True)
-    if access != "read" and await request.app[SERVICE].tables_near(location):
+    if access != "read" and await request.app[SERVICE].reads.tables_near(location):
         raise PermissionDeniedError(f"{operation} is refused: a registered table lies at, above or below this "
                                     "path; ask for that table's credentials (by its table id)")
     return location

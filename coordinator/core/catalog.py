@@ -2,8 +2,9 @@
 
 The second half of the core, beside the commit service: every API that finds tables by name (Unity
 Catalog 2.1 and its preview commits, the Delta REST Catalog API, ``/api/v1`` registration with a name)
-calls it. It keeps names in the name store and asks the commit service for everything of the commit path
-(registration, locations, ratification): it never ratifies, reads a log or checks a root itself.
+calls it. It keeps names in the name store and asks the core's registry (``registry.py``) for registration,
+locations and drops: it never ratifies, reads a log or checks a root itself (a writer's commit, with the
+metadata it reports, is ``CommitService.writer_commit``).
 Inputs are typed values the adapters parsed; replies are rows the adapters shape.
 """
 
@@ -25,7 +26,7 @@ from client.contract.errors import (
 )
 from client.contract.layout import STAGED_COMMITS_DIR, normalize_location
 from coordinator.core.columns import columns_of_metadata, properties_of_metadata
-from coordinator.core.service import CommitService
+from coordinator.core.registry import Registry
 from coordinator.store import TableRow, now_ms
 from coordinator.store.names import NameStore, missing_table
 from coordinator.store.rows import EXTERNAL, MANAGED, CatalogRow, NameRow, SchemaRow, StagingRow
@@ -144,11 +145,11 @@ KNOWN_MANAGED = 100_000
 
 
 class Catalog:
-    """Names over the commit service. Raises the CommitOwnerError family (NotFoundError, AlreadyExistsError,
+    """Names over the tables' registry. Raises the CommitOwnerError family (NotFoundError, AlreadyExistsError,
     TableNotFoundError, InvalidArgumentError, ...)."""
 
-    def __init__(self, service: CommitService, names: NameStore) -> None:
-        self.service = service
+    def __init__(self, registry: Registry, names: NameStore) -> None:
+        self.registry = registry
         self.names = names
         self._managed: OrderedDict[str, None] = OrderedDict()  # tables seen MANAGED (check_managed)
 
@@ -188,7 +189,7 @@ class Catalog:
     # tables
 
     def managed_root(self) -> str:
-        return self.service.managed_root()
+        return self.registry.managed_root()
 
     def managed_scope(self) -> str:
         """What a token must hold a scope over to have a table made under the managed root (a staging
@@ -226,10 +227,10 @@ class Catalog:
                     f"the staging table at {loc} was made for {staging.catalog_name}.{staging.schema_name}."
                     f"{staging.name}, not {named.full_name}")
             check_reserved(named.properties, held_properties(staging.id, MANAGED))
-            table = await self.service.register_staged_create(loc, staging.id, named)
+            table = await self.registry.register_staged_create(loc, staging.id, named)
         else:
             check_reserved(named.properties, held_properties(None, named.table_type))  # (its id is given later)
-            table = await self.service.register_existing(loc, named)
+            table = await self.registry.register_existing(loc, named)
         return table, await self._with_log_columns(table, dataclasses.replace(named, table_id=table.table_id))
 
     async def create_managed(self, named: NameRow) -> tuple[TableRow, NameRow]:
@@ -266,7 +267,7 @@ class Catalog:
         if name.columns:
             return name
         try:
-            metadata = await self.service.log_metadata(table)
+            metadata = await self.registry.log_metadata(table)
             if metadata is None:
                 return name
             columns = columns_of_metadata(metadata)
@@ -303,11 +304,6 @@ class Catalog:
         if len(self._managed) > KNOWN_MANAGED:
             self._managed.popitem(last=False)
 
-    async def update_metadata(self, table_id: str, *, columns: list[dict[str, Any]] | None = None,
-                              properties: dict[str, str] | None = None, comment: str | None = None) -> None:
-        """Record the schema, properties and comment a writer reported (advisory: the log rules)."""
-        await self.names.update_metadata(table_id, columns=columns, properties=properties, comment=comment)
-
     async def rename(self, table: TableRow, new: str) -> None:
         """Rename a table within its schema. Raises AlreadyExistsError, TableNotFoundError."""
         if not await self.names.rename(table.table_id, check_name(new, "new name")):
@@ -317,8 +313,8 @@ class Catalog:
         """DROP TABLE, MANAGED or EXTERNAL alike: every ratified commit is published first (or the drop is
         refused, nothing changed), then the name is free, the table takes no commit and is out of the backlog,
         and its row stays marked dropped (``dropped_at``, status DROPPED) for the ops commands. No file is
-        deleted (decision 'DROP TABLE'). Raises TableNotFoundError and the errors of ``CommitService.drop_table``."""
-        return await self.service.drop_table(table.table_id, table.name)
+        deleted (decision 'DROP TABLE'). Raises TableNotFoundError and the errors of ``Registry.drop_table``."""
+        return await self.registry.drop_table(table.table_id, table.name)
 
 
 __all__ = ["RESERVED", "Catalog", "check_comment", "check_name", "check_properties", "check_reserved",

@@ -24,7 +24,7 @@ import hashlib
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from client.contract.errors import (
     CommitFailedError,
@@ -36,17 +36,17 @@ from client.contract.errors import (
     PayloadTooLargeError,
     TableNotFoundError,
     TransactionConflictError,
-    UnavailableError,
 )
 from client.contract.layout import staged_file, staged_file_name
 from coordinator.core.commit_body import CommitBody, parse_commit_body
+from coordinator.core.context import Context, check_version, key_uid, new_commit_row
+from coordinator.core.ratify import Ratifier
+from coordinator.core.reads import Reads
+from coordinator.core.rows import Handed
 from coordinator.security.roots import check_local_log
 from coordinator.storage.base import FileInfo
-from coordinator.store import CommitRow, TableRow, now_ms
+from coordinator.store import CommitRow, TableRow
 from coordinator.store.transactions import TransactionRefused, TransactionRow
-
-if TYPE_CHECKING:
-    from coordinator.core.service import CommitService
 
 #: Checks one table before anything is written (the API's permission check); raises to refuse.
 Authorize = Callable[[TableRow], None]
@@ -61,12 +61,6 @@ class Proposal:
     data: bytes
 
 
-def _key_uid(key: str) -> str:
-    from coordinator.core.service import _key_uid as canonical  # the one spelling of an idempotency key
-
-    return canonical(key)
-
-
 def request_sha256(proposals: Sequence[Proposal]) -> str:
     """The checksum of what a transaction asks (its tables, versions and bodies, in any order): a replay under
     the same key must ask exactly this."""
@@ -76,13 +70,23 @@ def request_sha256(proposals: Sequence[Proposal]) -> str:
     return h.hexdigest()
 
 
-class TransactionService:
-    """Multi-table transactions on top of the commit service's store, storage and rules."""
+@dataclass(frozen=True)
+class Ratified:
+    """A ratified transaction: its row, and each table's commit as handed to its writer, in request order."""
 
-    def __init__(self, service: CommitService) -> None:
-        self.service = service
-        self.store = service.store
-        self.settings = service.settings
+    tx: TransactionRow
+    commits: list[tuple[str, Handed]]
+
+
+class TransactionService:
+    """Multi-table transactions over the core's shared parts, with the single commit's rules."""
+
+    def __init__(self, ctx: Context, ratifier: Ratifier, reads: Reads) -> None:
+        self.ctx = ctx
+        self.ratifier = ratifier
+        self.reads = reads
+        self.store = ctx.store
+        self.settings = ctx.settings
 
     # -- checks ---------------------------------------------------------------------------------------
 
@@ -112,12 +116,10 @@ class TransactionService:
 
     def _parse(self, i: int, p: Proposal) -> CommitBody:
         where = f"commits[{i}] (table {p.table_id})"
-        if p.version <= 0:
-            raise InvalidCommitError(f"{where}: version {p.version} is not valid: versions start at 1 through the "
-                                     "owner (version 0 goes via the filesystem); nothing was written")
+        check_version(p.version, where)
         try:
             body = parse_commit_body(p.data, max_line_bytes=self.settings.max_line_bytes,
-                                     clock=self.service.clock_rule())
+                                     clock=self.ctx.clock_rule())
         except InvalidCommitError as e:
             raise InvalidCommitError(f"{where}: {e.message}; nothing was written") from None
         if body.gives_up_ownership:
@@ -128,9 +130,9 @@ class TransactionService:
     # -- commit ---------------------------------------------------------------------------------------
 
     async def commit(self, proposals: Sequence[Proposal], idempotency_key: str | None, *,
-                     authorize: Authorize | None = None) -> dict[str, Any]:
-        """Ratify every proposal, in one database transaction, or none. Returns the transaction's JSON
-        (``transactionId``, ``committedAt``, ``commits``: each table's ratified commit, in request order).
+                     authorize: Authorize | None = None) -> Ratified:
+        """Ratify every proposal, in one database transaction, or none. Returns the transaction and each
+        table's ratified commit, in request order.
 
         Raises InvalidArgumentError / InvalidCommitError / PayloadTooLargeError / TableNotFoundError /
         PermissionDeniedError (from ``authorize``) before anything is written; TransactionConflictError when a
@@ -145,7 +147,7 @@ class TransactionService:
         if total > self.settings.max_transaction_bytes:
             raise PayloadTooLargeError(f"the transaction's commit bodies hold {total} bytes; at most "
                                        f"{self.settings.max_transaction_bytes} are allowed (--max-transaction-bytes)")
-        uid = _key_uid(idempotency_key) if idempotency_key else str(uuid.uuid4())
+        uid = key_uid(idempotency_key) if idempotency_key else str(uuid.uuid4())
         sha = request_sha256(proposals)
         if idempotency_key and (prior := await self.store.transactions.replayed(uid)) is not None:
             return await self._replayed(prior, sha, proposals, authorize=authorize)
@@ -155,10 +157,10 @@ class TransactionService:
                 authorize(tables[t])
         bodies = [self._parse(i, p) for i, p in enumerate(proposals)]
         for t in ids:
-            check_local_log(tables[t].location, tables[t].commit_dir, self.service.roots)
+            check_local_log(tables[t].location, tables[t].commit_dir, self.ctx.roots)
         paths = [staged_file(tables[p.table_id].location, tables[p.table_id].commit_dir, staged_file_name(p.version))
                  for p in proposals]
-        storages = [self.service.storage.for_uri(path) for path in paths]
+        storages = [self.ctx.storage.for_uri(path) for path in paths]
         written = await asyncio.gather(*(s.put_if_absent(path, p.data)
                                          for s, path, p in zip(storages, paths, proposals, strict=True)),
                                        return_exceptions=True)
@@ -167,14 +169,9 @@ class TransactionService:
         failed = [w for w in written if not isinstance(w, FileInfo)]
         if failed:
             await self._remove(created)  # nothing was asked of the database: the refusal is certain
-            if isinstance(failed[0], OSError):
-                raise UnavailableError("log storage unavailable while writing the staged files: "
-                                       f"{type(failed[0]).__name__}") from failed[0]
-            raise failed[0]
-        rows = [CommitRow(table_id=p.table_id, version=p.version, file_name=path.rsplit("/", 1)[1],
-                          idempotency_key=uid, file_size=w.size, file_modification_time=w.modification_time,
-                          commit_timestamp=b.in_commit_timestamp, content_sha256=hashlib.sha256(p.data).hexdigest(),
-                          ratified_at=now_ms(), body=p.data)
+            raise failed[0]  # (a storage failure is the seam's UnavailableError already)
+        rows = [new_commit_row(p.table_id, p.version, p.data, file_name=path.rsplit("/", 1)[1], uid=uid,
+                               commit_timestamp=b.in_commit_timestamp, file=w)
                 for p, path, w, b in zip(proposals, paths, written, bodies, strict=True) if isinstance(w, FileInfo)]
         try:
             tx, new = await self.store.transactions.ratify(uid, sha, rows,
@@ -189,11 +186,11 @@ class TransactionService:
             await self._remove(created)
             return await self._replayed(tx, sha, proposals)  # (authorized above)
         for row, body in zip(rows, bodies, strict=True):
-            await self.service.after_ratified(row, body)
+            await self.ratifier.after_ratified(row, body)
         return self._answer(tx, {r.table_id: r for r in rows}, tables, ids)
 
     async def _replayed(self, prior: TransactionRow, sha: str, proposals: Sequence[Proposal],
-                        authorize: Authorize | None = None) -> dict[str, Any]:
+                        authorize: Authorize | None = None) -> Ratified:
         """The answer to a transaction whose key was already ratified: its first answer when it asks the same,
         to a caller allowed every table of it (as the first attempt was)."""
         ids = [p.table_id for p in proposals]
@@ -204,21 +201,17 @@ class TransactionService:
         if prior.request_sha256 != sha:
             raise IdempotencyKeyReusedError(f"idempotency key {prior.id} was already used for a transaction with "
                                             "other tables, versions or bodies")
-        rows: dict[str, CommitRow] = {}
+        handed: dict[str, Handed] = {}
         for t, v in prior.commits:
             row = await self.store.get_commit(t, v)
-            if row is not None:
-                rows[t] = row
-                # (its staged file, written before the transaction, is made sure of as for a single replay)
-                await self.service.staged.ensure(tables[t].location, tables[t].commit_dir, [row])
-        return self._answer(prior, rows, tables, ids)
+            if row is not None:  # (its staged file, written before the transaction, made sure of as for any reader)
+                handed[t] = (await self.ctx.for_readers(tables[t], [row]))[0]
+        return Ratified(prior, [(t, handed[t]) for t in ids])
 
     @staticmethod
     def _answer(tx: TransactionRow, rows: dict[str, CommitRow], tables: dict[str, TableRow],
-                order: Sequence[str]) -> dict[str, Any]:
-        return {"transactionId": tx.id, "committedAt": tx.committed_at,
-                "commits": [{"tableId": t, **rows[t].to_json(tables[t].location, tables[t].commit_dir)}
-                            for t in order]}
+                order: Sequence[str]) -> Ratified:
+        return Ratified(tx, [(t, Handed.of(tables[t].location, tables[t].commit_dir, rows[t])) for t in order])
 
     async def _refusal(self, refused: TransactionRefused, proposals: Sequence[Proposal]) -> CommitOwnerError:
         """The one error of a refused transaction: a TransactionConflictError listing every refusing table when
@@ -234,7 +227,7 @@ class TransactionService:
         for t in sorted(order):
             err = refused.refusals[t]
             if isinstance(err, CommitVersionConflictError):
-                await self.service.add_unseen_commits(err, t, versions[t])
+                await self.reads.add_unseen_commits(err, t, versions[t])
             listed.append({"tableId": t, "version": versions[t], **err.to_envelope()["error"]})
         conflicts = [e["tableId"] for e in listed if e["conflict"]]
         out = TransactionConflictError(
@@ -247,13 +240,14 @@ class TransactionService:
 
     async def _remove(self, created: Sequence[tuple[Any, str]]) -> None:
         for storage, path in created:
-            await self.service.remove_orphan(storage, path)
+            await self.ctx.remove_orphan(storage, path)
 
     # -- consistent reads -----------------------------------------------------------------------------
 
-    async def snapshot(self, table_ids: Sequence[str], *, authorize: Authorize | None = None) -> dict[str, Any]:
-        """Each table's latest ratified version and unpublished commits (as getCommits spells them), all as of
-        one instant. Raises InvalidArgumentError (empty, a table twice, over the limit), TableNotFoundError,
+    async def snapshot(self, table_ids: Sequence[str], *,
+                       authorize: Authorize | None = None) -> list[tuple[TableRow, list[Handed]]]:
+        """Each table (its latest ratified version) and its unpublished commits (as getCommits hands them), all as
+        of one instant, in request order. Raises InvalidArgumentError (empty, a table twice, over the limit), TableNotFoundError,
         PermissionDeniedError (from ``authorize``)."""
         self._check_tables(table_ids, "tableIds")
         read = await self.store.transactions.snapshot(table_ids)
@@ -262,13 +256,7 @@ class TransactionService:
                 raise TableNotFoundError(f"tableIds[{i}]: no table with id {t}")
             if authorize is not None:
                 authorize(read[t][0])
-        out = []
-        for t in table_ids:
-            table, commits = read[t]
-            await self.service.staged.ensure(table.location, table.commit_dir, commits)  # (as getCommits)
-            out.append({"tableId": t, "latestTableVersion": table.reported_latest,
-                        "commits": [c.to_json(table.location, table.commit_dir) for c in commits]})
-        return {"tables": out}
+        return [(read[t][0], await self.ctx.for_readers(*read[t])) for t in table_ids]
 
     # -- ops view -------------------------------------------------------------------------------------
 
@@ -277,4 +265,4 @@ class TransactionService:
         return await self.store.transactions.recent(limit, table_id)
 
 
-__all__ = ["Authorize", "Proposal", "TransactionService", "request_sha256"]
+__all__ = ["Authorize", "Proposal", "Ratified", "TransactionService", "request_sha256"]

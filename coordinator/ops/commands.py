@@ -7,6 +7,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from client.contract.commits import commit_json
 from client.contract.errors import (
     CommitOwnerError,
     ForeignCommitFileError,
@@ -15,7 +16,7 @@ from client.contract.errors import (
     TableNotFoundError,
     UnavailableError,
 )
-from client.contract.layout import commit_dir_uri, delta_file, delta_file_name, log_dir, parse_delta_file
+from client.contract.layout import commit_dir_uri, delta_file, delta_file_name, log_dir, parse_delta_file, staged_file
 from coordinator.ops.context import iso_time, opened, resolve_table
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter
@@ -35,7 +36,7 @@ async def show_table(settings: Settings, ref: str, limit: int = 20) -> dict[str,
         out["lastCommitTime"] = iso_time(t.last_commit_at)
         out["droppedTime"] = iso_time(t.dropped_at)
         out["recentCommits"] = [
-            {**c.to_json(t.location, t.commit_dir), "backfilled": c.backfilled_at is not None,
+            {**commit_json(c, staged_file(t.location, t.commit_dir, c.file_name)), "backfilled": c.backfilled_at is not None,
              "ratifiedAt": c.ratified_at, "idempotencyKey": c.idempotency_key}
             for c in await store.recent_commits(t.table_id, limit)
         ]

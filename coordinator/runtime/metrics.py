@@ -5,7 +5,7 @@ embedded owner) never clash over the global registry, and a fresh app starts fro
 
 What is measured where:
 
-* commits by outcome, commit latency and conflicts: ``CommitService.commit``;
+* commits by outcome, commit latency and conflicts: ``Ratifier.commit`` (core/ratify.py);
 * backfill lag (ratification acknowledged -> ``<v>.json`` published), published versions and
   failures: the ``Backfiller``;
 * backlog and age of the oldest unbackfilled commit per table that has any (a table with nothing to

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from client.contract.layout import staged_file
-
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -114,7 +112,7 @@ class CommitRow:
     ratified_at: int
     backfilled_at: int | None = None
     # The commit's bytes while unpublished, when the owner writes the staged file (None: writer-staged, or
-    # published). Never part of an answer: the staged file is rewritten from it (``coordinator/core/staged.py``).
+    # published). Never part of an answer: the staged file is rewritten from it (``coordinator/storage/staged.py``).
     body: bytes | None = field(default=None, repr=False, compare=False)
 
     @classmethod
@@ -122,16 +120,6 @@ class CommitRow:
         """The commit row held in ``m``'s columns named ``<prefix><field>`` (a row of ``commits``, or one joined
         under a prefix)."""
         return cls(**{f: m[prefix + f] for f in cls.__dataclass_fields__})
-
-    def to_json(self, location: str, commit_dir: str) -> dict[str, Any]:
-        return {
-            "version": self.version,
-            "fileName": self.file_name,
-            "path": staged_file(location, commit_dir, self.file_name),
-            "fileSize": self.file_size,
-            "fileModificationTime": self.file_modification_time,
-            "commitTimestamp": self.commit_timestamp,
-        }
 
 
 @dataclass(frozen=True)

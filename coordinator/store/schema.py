@@ -72,7 +72,7 @@ commits = Table(
     Column("ratified_at", BigInteger, nullable=False),
     Column("backfilled_at", BigInteger, nullable=True),
     # The commit's bytes while it is unpublished, when the owner writes its staged file (migration 0005): the
-    # database is the write-ahead log of the staged file (service.py). NULL for writer-staged commits.
+    # database is the write-ahead log of the staged file (core/ratify.py). NULL for writer-staged commits.
     Column("body", LargeBinary, nullable=True),
     PrimaryKeyConstraint("table_id", "version", name="pk_commits"),
     UniqueConstraint("table_id", "idempotency_key", name="uq_commits_idempotency_key"),

@@ -30,7 +30,7 @@ from client.contract.layout import (
 )
 from coordinator.core.columns import columns_of_metadata
 from coordinator.core.log_metadata import newest_actions
-from coordinator.core.service import CommitService
+from coordinator.core.reads import Reads
 from coordinator.storage import StorageRouter
 from coordinator.store import CommitRow, TableRow
 from coordinator.store.browse import BrowseStore, Minute
@@ -93,8 +93,8 @@ def location_prefix(text: str) -> str | None:
 
 
 class Views:
-    def __init__(self, service: CommitService, names: NameStore, browse: BrowseStore, storage: StorageRouter) -> None:
-        self.service = service  # a table's registration
+    def __init__(self, reads: Reads, names: NameStore, browse: BrowseStore, storage: StorageRouter) -> None:
+        self.reads = reads  # a table's registration
         self.names = names
         self.browse = browse
         self.storage = storage  # read only: a table's log
@@ -147,7 +147,7 @@ class Views:
 
     async def table(self, table_id: str) -> TableRow:
         """Raises TableNotFoundError."""
-        return await self.service.table(table_id)
+        return await self.reads.table(table_id)
 
     async def identity(self, table: TableRow) -> Identity:
         """The table's name row and, from its log, its columns and protocol (never raises for the log)."""

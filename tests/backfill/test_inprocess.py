@@ -74,8 +74,8 @@ async def lease(p: InProcess, table_id: str) -> tuple[str | None, int | None]:
 async def commit(p: InProcess, table_id: str, version: int, acts: list[dict[str, Any]] | None = None) -> bytes:
     """Ratify through the service object itself (no HTTP); returns the body."""
     data = ndjson(acts if acts is not None else actions())
-    reply = await p.service.commit(table_id, version, data, None)
-    assert reply["version"] == version
+    handed = await p.service.commit(table_id, version, data, None)
+    assert handed.row.version == version
     return data
 
 

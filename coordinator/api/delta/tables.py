@@ -4,7 +4,7 @@ rename and metrics (``/api/2.1/unity-catalog/delta/v1/...``).
 An adapter only: it parses this API's shapes, asks the catalog and the commit service, and shapes the reply.
 Path parameters are bare names (``catalogs/uc/schemas/s/tables/t``). Commits are ``updateTable`` with
 ``add-commit`` of a file the writer staged in ``_delta_log/_staged_commits/``; their ratification is the one
-every API shares (``CommitService.commit_staged``).
+every API shares (``CommitService.writer_commit``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ from coordinator.core.catalog import (
     refuse_uniform,
 )
 from coordinator.core.columns import partition_columns_of, to_columns, with_partitions
+from coordinator.core.writer_staged import StagedCommit
 from coordinator.store.rows import NameRow
 
 PROTOCOL_VERSION = "1.0"
@@ -57,12 +58,12 @@ def _schema(request: web.Request) -> tuple[str, str]:
 
 async def _load(request: web.Request, table_id: str, name: NameRow | None = None) -> dict[str, Any]:
     """The load-table reply, its commits and latest version from one read (and the name row, unless given)."""
-    table, commits = await request.app[SERVICE].unpublished_commits(table_id)
+    table, commits = await request.app[SERVICE].reads.unpublished_commits(table_id)
     if name is None:
         name = await request.app[CATALOG].name_of(table_id)
     if name is None:
         raise TableNotFoundError(f"table {table_id} has no name in this catalog")
-    return shapes.load_reply(table, name, commits)
+    return shapes.load_reply(table, name, [c.row for c in commits])
 
 
 # -- config ------------------------------------------------------------------------------------------------
@@ -297,13 +298,7 @@ async def update_table(request: web.Request) -> web.Response:
     changes = bool(METADATA_ACTIONS & set(actions))
     metadata = _new_metadata(table.table_id, name, actions, version if changes else None,
                              timestamp if changes else None)
-    service = request.app[SERVICE]
-    if published is not None:
-        # What the writer published first (that frees the backlog), then its commit.
-        await service.report_published(table.table_id, published, quiet=commit is not None, known=table)
-    if commit is not None:
-        await service.commit_staged(table, version, file_name, size)  # type: ignore[arg-type]
-    if metadata is not None:
-        await request.app[CATALOG].update_metadata(table.table_id, **metadata)
+    staged = StagedCommit(version, file_name, size) if commit is not None else None  # type: ignore[arg-type]
+    await request.app[SERVICE].writer_commit(table, published=published, commit=staged, metadata=metadata)
     return json_response(await _load(request, table.table_id, None if metadata is not None else name))
 

@@ -13,6 +13,7 @@ from coordinator.api.keys import CATALOG, SERVICE, TABLE_ID, VERSION
 from coordinator.api.parse import int_field, parse_uuid, str_field
 from coordinator.api.unity.shapes import commit_json, commit_metadata
 from coordinator.core.catalog import check_reserved, held_properties, refuse_uniform
+from coordinator.core.writer_staged import StagedCommit
 from coordinator.store.rows import TableRow
 
 COMMIT_FIELDS = {"table_id", "table_uri", "commit_info", "latest_backfilled_version", "metadata", "uniform"}
@@ -26,7 +27,7 @@ async def _table(request: web.Request, body: dict) -> TableRow:
     table_uri = body.get("table_uri")
     if not isinstance(table_uri, str):
         raise InvalidArgumentError("table_uri is required and must be a string")
-    return await request.app[SERVICE].table_at(table_id, table_uri)
+    return await request.app[SERVICE].reads.table_at(table_id, table_uri)
 
 
 async def commit(request: web.Request) -> web.Response:
@@ -44,6 +45,7 @@ async def commit(request: web.Request) -> web.Response:
     if info is not None and not isinstance(info, dict):
         raise InvalidArgumentError("commit_info must be an object")
     service, catalog = request.app[SERVICE], request.app[CATALOG]
+    staged, metadata = None, None
     if info is not None:
         if body.get("metadata") is None:  # (the common commit: no name row needed, only that it is MANAGED)
             await catalog.check_managed(table)
@@ -64,13 +66,8 @@ async def commit(request: web.Request) -> web.Response:
         file_name = info.get("file_name")
         if not isinstance(file_name, str):
             raise InvalidArgumentError("commit_info.file_name is required and must be a string")
-    if published is not None:
-        # First what the writer published (that frees the backlog), then its new commit.
-        await service.report_published(table.table_id, published, quiet=info is not None, known=table)
-    if info is not None:
-        await service.commit_staged(table, version, file_name, size)  # type: ignore[arg-type]
-        if metadata is not None:
-            await catalog.update_metadata(table.table_id, **metadata)
+        staged = StagedCommit(version, file_name, size)  # type: ignore[arg-type]
+    await service.writer_commit(table, published=published, commit=staged, metadata=metadata)
     return json_response({})
 
 
@@ -93,7 +90,7 @@ async def get_commits(request: web.Request) -> web.Response:
     end = int_field(body, "end_version", minimum=0)
     # Every ratified commit in the range, published or not: Sail 0.7 looks a version the catalog does not
     # list up in _delta_log/_staged_commits/ and gives up when a lost race left a second file there.
-    table, rows = await request.app[SERVICE].commits_between(table.table_id, start, end)  # type: ignore[arg-type]
-    return json_response({"commits": [commit_json(r) for r in rows], "latest_table_version": table.catalog_latest})
+    table, commits = await request.app[SERVICE].reads.commits_between(table.table_id, start, end)  # type: ignore[arg-type]
+    return json_response({"commits": [commit_json(c.row) for c in commits], "latest_table_version": table.catalog_latest})
 
 

@@ -34,7 +34,7 @@ async def table_credentials(request: web.Request) -> web.Response:
     if not isinstance(raw_id, str):
         raise InvalidArgumentError("table_id is required and must be a string")
     operation, access, action = _operation(body, TABLE_OPERATIONS)
-    table = await request.app[SERVICE].table(parse_uuid(raw_id, "table_id"))
+    table = await request.app[SERVICE].reads.table(parse_uuid(raw_id, "table_id"))
     location = table_location(request, table, action)
     return json_response((await issue(request, location, operation, access, table.table_id)).to_json())
 

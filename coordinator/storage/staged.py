@@ -12,12 +12,25 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Iterable
+from typing import Protocol
 
 from client.contract.layout import staged_file
 from coordinator.storage import StorageRouter
-from coordinator.store import CommitRow
 
 log = logging.getLogger("commit_owner.staged")
+
+
+class CommitRow(Protocol):
+    """What of a commit row (``coordinator.store.CommitRow``) its staged file's rules read."""
+
+    @property
+    def table_id(self) -> str: ...
+    @property
+    def version(self) -> int: ...
+    @property
+    def file_name(self) -> str: ...
+    @property
+    def body(self) -> bytes | None: ...
 
 #: How many (table, version) pairs a process remembers as "its staged file is there".
 KNOWN_PRESENT = 100_000
