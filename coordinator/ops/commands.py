@@ -173,7 +173,7 @@ async def forget_table(settings: Settings, ref: str, *, force: bool, confirm: Ca
                            "ratified commit(s) anyway?"):
                 raise OwnershipPublishedError("not confirmed; nothing changed")
         files = await _owners_files(storage, t)
-        if not await store.forget_table(t.table_id, t.latest_version):
+        if not await store.forget_with_commits(t.table_id, t.latest_version):
             raise OwnershipPublishedError(f"table {t.table_id} took a commit while being checked; nothing "
                                           "changed: look again")
         return {"tableId": t.table_id, "location": t.location, "status": t.status, "forced": usable,

@@ -44,7 +44,7 @@ from coordinator.store.rules import (
     BOUND_MARK,
     RATIFIED,
     Mark,
-    Proposal,
+    ProposalTerms,
     advance_table,
     commit_values,
     mark_params,
@@ -256,7 +256,7 @@ def _bound_pick(won: Any) -> Any:
     return select(*[b.label(n) for n, b in BOUND_COLUMNS.items()]).select_from(won)
 
 
-def _pg_carried(p: Proposal, carried: Any, won: Any) -> Any:
+def _pg_carried(p: ProposalTerms, carried: Any, won: Any) -> Any:
     """The commit rows' half of the marks the won ratifications carry (decision 62), as a CTE: PostgreSQL
     runs a data-modifying WITH exactly once, read or not."""
     return mark_rows(Mark(p.table_id, carried), taken=won).returning(commits.c.version).cte("carried")
@@ -296,7 +296,7 @@ def _pg_ratify_many() -> Any:
     one row per proposal: its table id, whether it was judged (its row was taken) and whether it won."""
     p = _unnest(**{n: commits.c[n].type for n in RATIFIED}, max_unbackfilled=BigInteger(), carried=BigInteger())
     taken = _take(owned_tables.c.table_id.in_(select(p.c.table_id)))
-    proposal = Proposal.of(p.c)
+    proposal = ProposalTerms.of(p.c)
     won = ratification(proposal, guarded=True, taken=taken, carried=p.c.carried) \
         .returning(owned_tables.c.table_id).cte("won")
     pick = select(*[p.c[n] for n in RATIFIED]).select_from(p.join(won, won.c.table_id == p.c.table_id))

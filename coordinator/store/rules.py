@@ -23,7 +23,7 @@ RATIFIED = tuple(c.name for c in commits.c if c.name != "backfilled_at")
 NOW: Any = bindparam("p_now")
 
 
-class Proposal(NamedTuple):
+class ProposalTerms(NamedTuple):
     """A proposed commit as SQL expressions."""
 
     table_id: Any
@@ -33,18 +33,18 @@ class Proposal(NamedTuple):
     max_unbackfilled: Any
 
     @classmethod
-    def of(cls, columns: Mapping[str, Any]) -> Proposal:
+    def of(cls, columns: Mapping[str, Any]) -> ProposalTerms:
         return cls(*(columns[f] for f in cls._fields))
 
 
 # One proposal's values as bound parameters: ``c_<column>`` for the commit row's columns (``ratify_params``).
 BOUND_COLUMNS: dict[str, Any] = {n: bindparam("c_" + n, type_=commits.c[n].type) for n in RATIFIED}
-BOUND = Proposal.of({**BOUND_COLUMNS, "max_unbackfilled": bindparam("p_max_unbackfilled", type_=BigInteger())})
+BOUND = ProposalTerms.of({**BOUND_COLUMNS, "max_unbackfilled": bindparam("p_max_unbackfilled", type_=BigInteger())})
 # The backfill mark a ratification carries (``carried``): -1 when it carries none.
 BOUND_CARRIED: Any = bindparam("p_carried", type_=BigInteger())
 
 
-def acceptance(p: Proposal) -> dict[str, ColumnElement[bool]]:
+def acceptance(p: ProposalTerms) -> dict[str, ColumnElement[bool]]:
     """THE commit-acceptance rule: the table row accepts proposal ``p`` when every clause holds. In the order a
     refusal is reported (``commits.Commits._classify``): the table accepts commits; ``p`` is the version right
     after the latest; the backlog of unbackfilled commits is below the cap; its inCommitTimestamp increases."""
@@ -57,7 +57,7 @@ def acceptance(p: Proposal) -> dict[str, ColumnElement[bool]]:
     }
 
 
-def key_unused(p: Proposal) -> ColumnElement[bool]:
+def key_unused(p: ProposalTerms) -> ColumnElement[bool]:
     """The guard of grouped ratifications: ``p``'s idempotency key is not used yet on its table (a used key
     would fail the INSERT, and with it the whole group's statement or transaction)."""
     c = commits.c
@@ -68,7 +68,7 @@ def _taken(column: Any, taken: Any) -> list[ColumnElement[bool]]:
     return [] if taken is None else [column.in_(select(taken.c.table_id))]
 
 
-def ratification(p: Proposal, *, releases: bool = False, guarded: bool = False, taken: Any = None,
+def ratification(p: ProposalTerms, *, releases: bool = False, guarded: bool = False, taken: Any = None,
                  carried: Any = None) -> Update:
     """The conditional UPDATE that ratifies ``p``: it matches the table row only when ``acceptance`` holds
     (and with ``guarded`` the key is unused; with ``taken``, a CTE of locked table ids, the row is among

@@ -66,8 +66,8 @@ class OwnershipStore:
     async def forget_registration(self, table_id: str) -> bool:
         return await self.tables.forget_registration(table_id)
 
-    async def forget_table(self, table_id: str, latest_version: int) -> bool:
-        return await self.tables.forget_table(table_id, latest_version)
+    async def forget_with_commits(self, table_id: str, latest_version: int) -> bool:
+        return await self.tables.forget_with_commits(table_id, latest_version)
 
     async def drop_table(self, table_id: str, name: str | None, reason: str) -> bool:
         return await self.tables.drop_table(table_id, name, reason)

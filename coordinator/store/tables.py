@@ -82,7 +82,7 @@ class Tables:
             res = await conn.execute(owned_tables.delete().where(unratified))
             return bool(res.rowcount)
 
-    async def forget_table(self, table_id: str, latest_version: int) -> bool:
+    async def forget_with_commits(self, table_id: str, latest_version: int) -> bool:
         """Drop a table's registration and its commit rows in one transaction (the operator's `tables forget`).
 
         Only while the table's latest version is still ``latest_version`` (what the caller checked the log
