@@ -100,7 +100,7 @@ async def world(request: pytest.FixtureRequest) -> AsyncIterator[World]:
         catalog = app[CATALOG]
         await catalog.create_catalog("c", None, {})
         await catalog.create_schema("c", "s", None, {})
-        table = await app[SERVICE].register_table(backend.new_location(), -1, None, name=owned_name("c.s.t"))
+        table = await app[SERVICE].registry.register_table(backend.new_location(), -1, None, name=owned_name("c.s.t"))
         w.table_id, w.location = table.table_id, table.location
         w.staging_id = (await catalog.reserve("c", "s", "staged")).id
         if request.param == "tokens":

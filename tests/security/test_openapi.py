@@ -87,7 +87,8 @@ def test_every_route_has_a_known_permission_and_a_consistent_location_source() -
     assert by_permission["admin-everywhere"] == {
         ("POST", f"{UC_PREFIX}/catalogs"), ("DELETE", f"{UC_PREFIX}/catalogs/{{name}}"),
         ("POST", f"{UC_PREFIX}/schemas"), ("DELETE", f"{UC_PREFIX}/schemas/{{full_name}}")}
-    assert [r.key for r in ROUTES if r.locate is Locate.BODY] == [("POST", "/api/v1/tables")]
+    assert [r.key for r in ROUTES if r.locate is Locate.BODY] == [
+        ("POST", "/api/v1/tables"), ("POST", f"{UC_PREFIX}/delta/v1/catalogs/{{catalog}}/schemas/{{schema}}/tables")]
 
 
 def test_every_documented_operation_is_served_and_every_served_route_outside_the_facade_documented() -> None:
