@@ -5,6 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from client.contract.errors import InvalidArgumentError
+from client.contract.tables import table_json
 from coordinator.api.errors import json_body, json_response, only_params
 from coordinator.api.keys import SERVICE, VISIBLE
 from coordinator.api.parse import int_field, location_field, parse_uuid
@@ -29,7 +30,7 @@ async def register_table(request: web.Request) -> web.Response:
         name = None
     table = await request.app[SERVICE].registry.register_table(location, current, commit_dir,  # type: ignore[arg-type]
                                                                name=name)
-    return json_response(table.to_json(), status=201)
+    return json_response(table_json(table), status=201)
 
 
 async def forget_table(request: web.Request) -> web.Response:
@@ -42,7 +43,7 @@ async def forget_table(request: web.Request) -> web.Response:
 async def get_table(request: web.Request) -> web.Response:
     only_params(request, set())
     table_id = parse_uuid(request.match_info["table_id"], "table id")
-    return json_response((await request.app[SERVICE].reads.table(table_id)).to_json())
+    return json_response(table_json(await request.app[SERVICE].reads.table(table_id)))
 
 
 async def list_tables(request: web.Request) -> web.Response:
@@ -50,10 +51,10 @@ async def list_tables(request: web.Request) -> web.Response:
     location = request.query.get("location")
     if location is not None:
         table = await request.app[SERVICE].reads.find_table(location)
-        return json_response(table.to_json())
+        return json_response(table_json(table))
     tables = await request.app[SERVICE].reads.tables()
     visible = request.get(VISIBLE)  # set by the auth middleware: only tables the token may read
-    return json_response({"tables": [t.to_json() for t in tables if visible is None or visible(t.location)]})
+    return json_response({"tables": [table_json(t) for t in tables if visible is None or visible(t.location)]})
 
 
 async def backfill(request: web.Request) -> web.Response:
@@ -63,4 +64,4 @@ async def backfill(request: web.Request) -> web.Response:
     version = int_field(body, "version", minimum=0)
     last_known = int_field(body, "lastKnownBackfilledVersion", minimum=-1)
     table = await request.app[SERVICE].registry.backfill(table_id, version, last_known)
-    return json_response(table.to_json())
+    return json_response(table_json(table))

@@ -17,6 +17,7 @@ from client.contract.errors import (
     UnavailableError,
 )
 from client.contract.layout import commit_dir_uri, delta_file, delta_file_name, log_dir, parse_delta_file, staged_file
+from client.contract.tables import table_json
 from coordinator.ops.context import iso_time, opened, resolve_table
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter
@@ -25,13 +26,13 @@ from coordinator.store import TableRow
 
 async def list_tables(settings: Settings) -> list[dict[str, Any]]:
     async with opened(settings) as (store, _):
-        return [t.to_json() for t in await store.list_tables()]
+        return [table_json(t) for t in await store.list_tables()]
 
 
 async def show_table(settings: Settings, ref: str, limit: int = 20) -> dict[str, Any]:
     async with opened(settings) as (store, _):
         t = await resolve_table(store, ref)
-        out = t.to_json()
+        out = table_json(t)
         out["backfillError"] = t.backfill_error
         out["lastCommitTime"] = iso_time(t.last_commit_at)
         out["droppedTime"] = iso_time(t.dropped_at)

@@ -80,24 +80,6 @@ class TableRow:
     def unbackfilled(self) -> int:
         return max(0, self.latest_version - self.latest_backfilled_version)
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "tableId": self.table_id,
-            "location": self.location,
-            "commitDir": self.commit_dir,
-            "latestTableVersion": self.reported_latest,
-            "latestBackfilledVersion": self.latest_backfilled_version,
-            "acceptingCommits": self.accepting,
-            "unbackfilledCommits": self.unbackfilled,
-            "status": self.status,
-            "statusReason": self.status_reason,
-            "lastCommitAt": self.last_commit_at,
-            "tableConf": {"tableId": self.table_id},
-            "name": self.name,
-            "droppedAt": self.dropped_at,
-            "droppedName": self.dropped_name,
-        }
-
 
 @dataclass(frozen=True)
 class CommitRow:
