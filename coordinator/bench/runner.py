@@ -253,6 +253,13 @@ class Bench:
         self._record("11. write_table, 3 rows, sequential", "owner", sample, work=work, settings=self.env.settings,
                      workers=self.env.service_workers)
 
+    def _deltars(self, tables: int, writers: int) -> Sample:
+        """delta-rs writing ``tables`` new tables of its own, ``writers`` each (the filesystem's commits)."""
+        from coordinator.bench import deltars
+
+        assert self.env is not None
+        return deltars.run_deltars(self.env, deltars.create_tables(self.env, tables), writers, self.opts.duration)
+
     def _checks(self, env: BenchEnv) -> dict[str, int]:
         """The expected latest versions of ``env``'s tables (the twin keeps its own)."""
         return self.twin_checks if env is self.twin else self.checks
@@ -269,83 +276,80 @@ class Bench:
 
     # -- the run ------------------------------------------------------------------------------------
 
-    def run(self) -> dict[str, Any]:
+    async def run(self) -> dict[str, Any]:
+        """Every scenario of the options, in one event loop (the command runs it: ``cli/bench.py``); the
+        synchronous ones (floors, delta-rs, growth, checkpoints, write_table, restarts) run in a thread while the
+        loop waits, so they meet no running loop, as before."""
         o = self.opts
-        from coordinator.bench import checkpoints, deltars, floor, growth, ui
+        from coordinator.bench import checkpoints, floor, growth, ui
 
-        try:  # the bench's own client shares the machine: give it the cheaper loop too
-            import uvloop
-
-            asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
-        except ImportError:
-            pass
-        self.env = BenchEnv(database=o.database, storage=o.storage, pg_url=o.pg_url,
-                            backfill_batch_size=o.backfill_batch_size, keep_workdir=o.keep_workdir, workers=o.workers)
+        self.env = env = BenchEnv(database=o.database, storage=o.storage, pg_url=o.pg_url,
+                                  backfill_batch_size=o.backfill_batch_size, keep_workdir=o.keep_workdir, workers=o.workers)
         started = time.time()
         self.say(f"bench: {o.database} + {o.storage}, {o.duration:g} s per scenario, service workers "
                  f"{self.env.service_workers}, workdir {self.env.workdir}")
         with self.env:
-            asyncio.run(self._warm_up())
+            await self._warm_up()
             if o.only_ui:
-                return self._ui_only(started)
+                return await self._ui_only(started)
             if o.wants(6):
-                asyncio.run(self._probe("empty database"))  # reported; the target uses the probe before growth
+                await self._probe("empty database")  # reported; the target uses the probe before growth
             if o.wants(0):
-                fl = floor.run_floor(self.env, o.duration)
+                fl = await asyncio.to_thread(floor.run_floor, self.env, o.duration)
                 self._record("0. physical floor (create+tx)", "floor", fl["commit"])
                 self._record("0. floor: durable create", "floor", fl["storage"])
                 self._record("0. floor: one transaction", "floor", fl["database"])
                 self._record(f"0b. parallel floor, {o.tables} tables", "floor",
-                             floor.run_parallel_floor(self.env, o.tables, o.duration), threads=o.tables)
+                             await asyncio.to_thread(floor.run_parallel_floor, self.env, o.tables, o.duration),
+                             threads=o.tables)
                 # the design card's own work per commit: staged create, transaction, <v>.json's create (issue 39)
-                card = floor.run_floor(self.env, o.duration, card=True)
+                card = await asyncio.to_thread(lambda: floor.run_floor(env, o.duration, card=True))
                 self._record("0. card floor (create+tx+create)", "floor", card["commit"])
                 self._record(f"0b. parallel card floor, {o.tables} tables", "floor",
-                             floor.run_parallel_floor(self.env, o.tables, o.duration, card=True), threads=o.tables)
+                             await asyncio.to_thread(lambda: floor.run_parallel_floor(env, o.tables, o.duration, card=True)),
+                             threads=o.tables)
             if o.wants(1):
-                asyncio.run(self._owner_writers("1. one table, 1 writer", self._new_tables(1), 1))
+                await self._owner_writers("1. one table, 1 writer", self._new_tables(1), 1)
             if o.wants(2):
                 for w in o.contention:
-                    asyncio.run(self._owner_writers(f"2. one table, {w} writers", self._new_tables(1), w))
+                    await self._owner_writers(f"2. one table, {w} writers", self._new_tables(1), w)
                 # naive clients (Sail, DuckDB, delta-spark): no ticket in the table's line (issue 39)
-                asyncio.run(self._owner_writers("2n. one table, 16 writers without tickets", self._new_tables(1), 16,
-                                                tickets=False))
+                await self._owner_writers("2n. one table, 16 writers without tickets", self._new_tables(1), 16,
+                                                tickets=False)
             if o.wants(3):
-                asyncio.run(self._owner_writers(f"3. {o.tables} tables, {o.tables} writers", self._new_tables(o.tables),
-                                                1, readers=o.readers))
+                await self._owner_writers(f"3. {o.tables} tables, {o.tables} writers", self._new_tables(o.tables),
+                                                1, readers=o.readers)
             if o.wants(3) and o.default_settings:
                 # The same scenario on a service with the settings a user gets by default (INFO access log,
                 # JSON lines, default pool, janitor on): its CPU per commit is the figure users pay.
-                self.env.restart_service("default")
-                asyncio.run(self._warm_up())
-                asyncio.run(self._owner_writers(f"3. {o.tables} tables, {o.tables} writers", self._new_tables(o.tables),
-                                                1, readers=o.readers, suffix=", default settings"))
-                self.env.restart_service("tuned")
-                asyncio.run(self._warm_up())
+                await asyncio.to_thread(self.env.restart_service, "default")
+                await self._warm_up()
+                await self._owner_writers(f"3. {o.tables} tables, {o.tables} writers", self._new_tables(o.tables),
+                                                1, readers=o.readers, suffix=", default settings")
+                await asyncio.to_thread(self.env.restart_service, "tuned")
+                await self._warm_up()
             if o.wants(5):
-                asyncio.run(self._lag())
+                await self._lag()
             if o.wants(8):
-                asyncio.run(self._catalog_commits())
+                await self._catalog_commits()
             if o.tx_sizes and o.wants(10):
-                asyncio.run(self._transactions())
+                await self._transactions()
             if o.wants(11):
-                self._write_table()
+                await asyncio.to_thread(self._write_table)
             if o.open_versions and o.wants(7):
                 self.say(f"  scenario 7: a {o.open_versions}-version table, opened without and with checkpoints ...")
-                for name, reader, sample in checkpoints.run(self.env, o.open_versions, o.open_repeats):
+                for name, reader, sample in await asyncio.to_thread(checkpoints.run, self.env, o.open_versions,
+                                                                    o.open_repeats):
                     self._record(name, reader, sample)
             if o.deltars:
                 if o.wants(1):
-                    self._record("1. one table, 1 writer", "delta-rs",
-                                 deltars.run_deltars(self.env, deltars.create_tables(self.env, 1), 1, o.duration))
+                    self._record("1. one table, 1 writer", "delta-rs", await asyncio.to_thread(self._deltars, 1, 1))
                 if o.wants(2):
                     w = 16 if 16 in o.contention else max(o.contention)
-                    self._record(f"2. one table, {w} writers", "delta-rs",
-                                 deltars.run_deltars(self.env, deltars.create_tables(self.env, 1), w, o.duration))
+                    self._record(f"2. one table, {w} writers", "delta-rs", await asyncio.to_thread(self._deltars, 1, w))
                 if o.wants(3):
                     self._record(f"3. {o.tables} tables, {o.tables} writers", "delta-rs",
-                                 deltars.run_deltars(self.env, deltars.create_tables(self.env, o.tables), 1,
-                                                     o.duration))
+                                 await asyncio.to_thread(self._deltars, o.tables, 1))
             before = after = grown = None
             twin_bad: list[str] = []
             if o.wants(6):
@@ -354,19 +358,19 @@ class Bench:
                 self.twin = BenchEnv(database=o.database, storage=o.storage, pg_url=o.pg_url,
                                      backfill_batch_size=o.backfill_batch_size, workers=o.workers)
                 with self.twin:
-                    before = asyncio.run(self._probe("before growth"))
+                    before = await self._probe("before growth")
                     self.say(f"  growing the database: {o.growth_tables} tables x {o.growth_rows} commit rows "
                              "(not the twin's) ...")
-                    grown = growth.grow(self.env, o.growth_tables, o.growth_rows)
+                    grown = await asyncio.to_thread(growth.grow, self.env, o.growth_tables, o.growth_rows)
                     self.say(f"  grown in {grown['seconds']} s: {grown['tables_total']} tables, "
                              f"{grown['commit_rows_total']} commit rows")
-                    after = asyncio.run(self._probe("after growth"))
-                    twin_bad = asyncio.run(self._check(self.twin))
+                    after = await self._probe("after growth")
+                    twin_bad = await self._check(self.twin)
                 self.twin, self.twin_checks = None, {}
                 if o.wants(9):  # scenario 9 measures the UI at the grown size
-                    for label, sample in asyncio.run(ui.measure(self.env, o.ui_repeats)):
+                    for label, sample in await ui.measure(self.env, o.ui_repeats):
                         self._record(f"9. UI {label}, {grown['tables_total']} tables", "owner", sample)
-            bad = asyncio.run(self._check(self.env)) + twin_bad
+            bad = await self._check(self.env) + twin_bad
         report = {
             "machine": machine(),
             "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(o).items()},
@@ -386,15 +390,15 @@ class Bench:
         return report
 
 
-    def _ui_only(self, started: float) -> dict[str, Any]:
+    async def _ui_only(self, started: float) -> dict[str, Any]:
         """The growth, then scenario 9 (inside the running world)."""
         from coordinator.bench import growth, ui
 
         o = self.opts
         assert self.env is not None
         self.say(f"  growing the database: {o.growth_tables} tables x {o.growth_rows} commit rows ...")
-        grown = growth.grow(self.env, o.growth_tables, o.growth_rows)
-        for label, sample in asyncio.run(ui.measure(self.env, o.ui_repeats)):
+        grown = await asyncio.to_thread(growth.grow, self.env, o.growth_tables, o.growth_rows)
+        for label, sample in await ui.measure(self.env, o.ui_repeats):
             self._record(f"9. UI {label}, {grown['tables_total']} tables", "owner", sample)
         return {"machine": machine(), "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(o).items()},
                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
