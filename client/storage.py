@@ -1,8 +1,10 @@
 """The client's only access to table storage: list and read ``_delta_log``, publish a file put-if-absent, write
 and delete the data files of a write (:class:`DataFiles`).
 
-fsspec is an optional import, loaded on first use; ``file://`` (and plain absolute paths) and ``s3://``
-(s3fs; pass ``storage_options`` such as ``{"client_kwargs": {"endpoint_url": ...}}``) are supported.
+fsspec is an optional import, loaded on first use; ``file://`` (and plain absolute paths), ``s3://`` (s3fs; pass
+``storage_options`` such as ``{"client_kwargs": {"endpoint_url": ...}}``), ``abfss://`` (adlfs: ``account_name``
+with ``account_key``, ``sas_token`` or ``connection_string``) and ``gs://`` (gcsfs: ``token``, ``project``,
+``endpoint_url``) are supported: :func:`cloud_filesystem` makes the one filesystem of each.
 
 Guarantees of :meth:`LogStorage.put_if_absent`: the file becomes visible whole or not at all, and of two
 concurrent puts of one name exactly one succeeds. On local disk the bytes are written to a hidden
@@ -17,10 +19,44 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from client.contract.layout import LOG_DIR, is_local, lost_put_if_absent, normalize_location
+from client.contract.layout import LOG_DIR, is_local, lost_put_if_absent, normalize_location, object_key
 
 #: Temporary files of a local put-if-absent start with this; listings skip them.
 TMP_PREFIX = ".tmp-"
+
+
+#: The fsspec package each cloud scheme needs, named when it is missing.
+_PACKAGES = {"file": "fsspec", "s3": "s3fs", "abfss": "adlfs", "gs": "gcsfs"}
+
+
+def cloud_filesystem(location: str, storage_options: Mapping[str, Any] | None = None) -> Any:
+    """A fresh (uncached) fsspec filesystem for the canonical ``location``'s scheme; paths on it are
+    :func:`client.contract.layout.object_key` (or the OS path on local disk)."""
+    scheme = location.split("://", 1)[0]
+    options = dict(storage_options or {})
+    try:
+        if scheme == "file":
+            import fsspec
+
+            return fsspec.filesystem("file", skip_instance_cache=True, **options)
+        if scheme == "s3":
+            import s3fs
+
+            return s3fs.S3FileSystem(skip_instance_cache=True, **options)
+        if scheme == "abfss":
+            import adlfs
+
+            return adlfs.AzureBlobFileSystem(skip_instance_cache=True, **options)
+        if scheme == "gs":
+            # gcsfs.core's class itself: the package's default class asks a gRPC service for every new
+            # bucket's type first, which an emulator (and a closed network) answers only after a minute
+            from gcsfs.core import GCSFileSystem
+
+            return GCSFileSystem(skip_instance_cache=True, **options)
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise ImportError(f"{scheme}:// tables need the {_PACKAGES[scheme]} package: pip install "
+                          f"{_PACKAGES[scheme]}") from None
+    raise ValueError(f"no filesystem for scheme {scheme!r}")
 
 
 @dataclass(frozen=True)
@@ -32,7 +68,7 @@ class FileEntry:
 class LogStorage:
     """The ``_delta_log`` folder of one table.
 
-    :param location: table root (``file://``, absolute path or ``s3://``).
+    :param location: table root (``file://``, absolute path, ``s3://``, ``abfss://`` or ``gs://``).
     :param storage_options: passed to fsspec (e.g. s3fs ``key``/``secret``/``client_kwargs``).
     """
 
@@ -45,17 +81,11 @@ class LogStorage:
     @property
     def fs(self) -> Any:
         if self._fs is None:
-            try:
-                import fsspec
-            except ImportError:  # pragma: no cover - depends on the environment
-                raise ImportError("the snapshot reader and lifecycle need fsspec (and s3fs for s3://): "
-                                  "pip install fsspec s3fs") from None
-            protocol = "file" if self.is_local else "s3"
-            self._fs = fsspec.filesystem(protocol, skip_instance_cache=True, **self._options)
+            self._fs = cloud_filesystem(self.location, self._options)
         return self._fs
 
     def _path(self, rel: str) -> str:
-        root = self.location[len("file://"):] if self.is_local else self.location[len("s3://"):]
+        root = self.location[len("file://"):] if self.is_local else object_key(self.location)
         return f"{root}/{LOG_DIR}/{rel}" if rel else f"{root}/{LOG_DIR}"
 
     def uri(self, rel: str) -> str:
@@ -87,7 +117,7 @@ class LogStorage:
         if uri.startswith("file://"):
             uri = uri[len("file://"):]
         elif "://" in uri:
-            uri = normalize_location(uri)[len("s3://"):]
+            uri = object_key(normalize_location(uri))
         return bytes(self.fs.cat_file(uri))
 
     def exists(self, rel: str) -> bool:
@@ -121,7 +151,7 @@ class LogStorage:
 class DataFiles:
     """The data files of one table (everything outside ``_delta_log``): put whole files, delete a write's folder.
 
-    :param location: table root (``file://``, absolute path or ``s3://``).
+    :param location: table root (``file://``, absolute path or a cloud URI).
     :param storage_options: passed to fsspec, as for :class:`LogStorage`.
     """
 
@@ -132,7 +162,7 @@ class DataFiles:
     def _path(self, rel: str) -> str:
         if not rel or rel.startswith("/") or rel.split("/")[0] in ("", ".", "..", LOG_DIR):
             raise ValueError(f"not a data file path inside {self.location}: {rel!r}")
-        root = self.location[len("file://"):] if self._log.is_local else self.location[len("s3://"):]
+        root = self.location[len("file://"):] if self._log.is_local else object_key(self.location)
         return f"{root}/{rel}"
 
     def put(self, rel: str, data: bytes) -> None:

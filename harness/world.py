@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from client import CommitOwnerClient
-from client.contract.layout import delta_file
+from client.contract.layout import delta_file, object_key
 from harness.storage_faults import STORAGE_FAULTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,30 +65,45 @@ class Backend:
 
     name: str
     database_url: str
-    storage: str  # "local" | "s3"
+    storage: str  # "local" | "s3" | "azure" | "gcs"
     s3_endpoint: str = ""
-    bucket: str = ""
+    bucket: str = ""  # the S3 or GCS bucket, or the Azure container
     tmp: Path | None = None
+    azure_endpoint: str = ""  # azurite's Blob endpoint (harness/emulators.py)
+    azure_account: str = ""
+    azure_key: str = ""
+    gcs_endpoint: str = ""  # fake-gcs-server
     _s3fs: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def cloud_root(self) -> str:
+        """The canonical URI of the bucket or container (empty on local disk)."""
+        if self.storage == "s3":
+            return f"s3://{self.bucket}"
+        if self.storage == "azure":
+            return f"abfss://{self.bucket}@{self.azure_account}.dfs.core.windows.net"
+        if self.storage == "gcs":
+            return f"gs://{self.bucket}"
+        return ""
 
     def new_location(self, name: str | None = None) -> str:
         name = name or f"t-{uuid.uuid4().hex[:12]}"
-        if self.storage == "s3":
-            return f"s3://{self.bucket}/{self.name}/{name}"
+        if self.cloud_root:
+            return f"{self.cloud_root}/{self.name}/{name}"
         assert self.tmp is not None
         return "file://" + str(self.tmp / name)
 
     def allowed_roots(self) -> str:
         """--allow-location covering every place tests put tables: the pytest temp root and the bucket."""
         roots = ["file://" + str(self.tmp.parent)] if self.tmp is not None else []
-        if self.bucket:
-            roots.append(f"s3://{self.bucket}/")
+        if self.cloud_root:
+            roots.append(self.cloud_root + "/")
         return ",".join(roots)
 
     def managed_location(self) -> str:
         """Where the Unity Catalog facade puts managed tables: inside the bucket or the backend's temp folder."""
-        if self.storage == "s3":
-            return f"s3://{self.bucket}/{self.name}/managed"
+        if self.cloud_root:
+            return f"{self.cloud_root}/{self.name}/managed"
         return "file://" + str(self.tmp / "managed") if self.tmp is not None else "./warehouse/managed"
 
     def env(self) -> dict[str, str]:
@@ -100,14 +115,30 @@ class Backend:
                 "COMMIT_OWNER_S3_ACCESS_KEY_ID": S3_KEY,
                 "COMMIT_OWNER_S3_SECRET_ACCESS_KEY": S3_SECRET,
             })
+        if self.azure_endpoint:
+            e.update({"COMMIT_OWNER_AZURE_ACCOUNT_NAME": self.azure_account,
+                      "COMMIT_OWNER_AZURE_ACCOUNT_KEY": self.azure_key,
+                      "COMMIT_OWNER_AZURE_ENDPOINT": self.azure_endpoint})
+        if self.gcs_endpoint:
+            e.update({"COMMIT_OWNER_GCS_ENDPOINT": self.gcs_endpoint, "COMMIT_OWNER_GCS_PROJECT": "test"})
         return e
 
     def storage_options(self) -> dict[str, Any] | None:
         """What the client library (``client.storage``: fsspec) needs to reach this backend's tables."""
+        if self.storage == "azure":
+            return {"account_name": self.azure_account, "account_key": self.azure_key,
+                    "connection_string": self.azure_connection_string}
+        if self.storage == "gcs":
+            return {"endpoint_url": self.gcs_endpoint, "token": "anon", "project": "test"}
         if self.storage != "s3":
             return None
         return {"key": S3_KEY, "secret": S3_SECRET,
                 "client_kwargs": {"endpoint_url": self.s3_endpoint, "region_name": "us-east-1"}}
+
+    @property
+    def azure_connection_string(self) -> str:
+        return (f"DefaultEndpointsProtocol=http;AccountName={self.azure_account};AccountKey={self.azure_key};"
+                f"BlobEndpoint={self.azure_endpoint};")
 
     # -- looking at storage from the test side (sync, through fsspec) --
 
@@ -119,13 +150,19 @@ class Backend:
                 self._s3fs = s3fs.S3FileSystem(key=S3_KEY, secret=S3_SECRET, endpoint_url=self.s3_endpoint,
                                                skip_instance_cache=True, use_listings_cache=False)
             return self._s3fs
+        if self.storage in ("azure", "gcs"):
+            if self._s3fs is None:
+                from client.storage import cloud_filesystem
+
+                self._s3fs = cloud_filesystem(self.cloud_root, self.storage_options())
+            return self._s3fs
         import fsspec
 
         return fsspec.filesystem("file")
 
     @staticmethod
     def _p(uri: str) -> str:
-        return uri[len("file://"):] if uri.startswith("file://") else uri[len("s3://"):]
+        return uri[len("file://"):] if uri.startswith("file://") else object_key(uri)
 
     def read(self, uri: str) -> bytes:
         return self.fs().cat_file(self._p(uri))

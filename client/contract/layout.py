@@ -3,8 +3,9 @@
 Standard library only (the client keeps no server dependency); the service, the backfiller, the janitor,
 the lifecycle and the snapshot reader all import from here. Nothing here touches storage or the network.
 
-* Locations: one canonical spelling per table (``file:///abs/path`` or ``s3://bucket/prefix``, bucket in
-  lower case as S3 requires), so comparisons, uniqueness and scope prefixes hold.
+* Locations: one canonical spelling per table (``file:///abs/path``, ``s3://bucket/prefix``,
+  ``abfss://<container>@<account>.dfs.core.windows.net/prefix``, ``gs://bucket/prefix``; bucket, container and
+  account in lower case as the clouds require), so comparisons, uniqueness and scope prefixes hold.
 * ``_delta_log/<v:020>.json``: a published commit; ``<v:020>.checkpoint[.<i:010>.<n:010>].parquet``: a
   classic checkpoint; ``_delta_log/<folder>/<v:020>.<uuid>.json``: a staged (ratified, not yet published)
   commit, in ``_commits`` (the RFC, Delta 3.x) or ``_staged_commits`` (Delta >= 4.0, catalog-managed tables).
@@ -162,12 +163,24 @@ def data_file_name(index: int) -> str:
 
 # -- locations ----------------------------------------------------------------------------------------------
 
-SUPPORTED_SCHEMES = ("file", "s3")
+#: The canonical schemes: local disk, S3, Azure (ADLS Gen2 / Blob) and Google Cloud Storage.
+SUPPORTED_SCHEMES = ("file", "s3", "abfss", "gs")
 _S3_SCHEMES = ("s3", "s3a", "s3n")
+#: Azure spellings with the account in the host (``<container>@<account>.<dfs|blob>.core.windows.net``): every one
+#: is the same table as its ``abfss://`` spelling. ``https://<account>.<dfs|blob>.core.windows.net/<container>/``
+#: is accepted too.
+_AZURE_SCHEMES = ("abfss", "abfs", "az", "azure", "wasbs", "wasb", "adl")
+_GCS_SCHEMES = ("gs", "gcs")
+AZURE_SUFFIX = ".dfs.core.windows.net"
+_AZURE_HOST = re.compile(r"^([a-z0-9]{3,24})\.(?:dfs|blob)\.core\.windows\.net$")
+_AZURE_CONTAINER = re.compile(r"^(?=.{3,63}$)[a-z0-9](?:[a-z0-9]|-(?!-))*[a-z0-9]$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_GCS_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]$")
 _ENCODED = re.compile(r"%[0-9A-Fa-f]{2}")
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-_BUCKET_ONLY = re.compile(r"^(s3a?|s3n)://([^/]+)/*$", re.I)
+_BUCKET_ONLY = re.compile(r"^(s3a?|s3n|gs|gcs)://([^/]+)/*$", re.I)
+_CONTAINER_ONLY = re.compile(r"^(abfss?|az|azure|wasbs?|adl)://([^/@]+@[^/]+)/*$", re.I)
+_SPELLINGS = "an absolute path, file://, s3://, abfss://<container>@<account>.dfs.core.windows.net/ or gs:// URI"
 
 
 def _check_text(text: str) -> None:
@@ -184,8 +197,12 @@ def normalize_location(location: str) -> str:
     """The canonical URI of a table location.
 
     ``/abs/path`` and ``file:/abs/path`` become ``file:///abs/path``; ``s3a://``, ``S3://`` and the bucket's
-    case become ``s3://bucket``; ``.``/``..`` segments are resolved and a trailing slash dropped. Raises
-    InvalidArgumentError for anything else (relative paths, other schemes, empty parts).
+    case become ``s3://bucket``; every Azure spelling that names the account (``abfs[s]://``, ``az://``,
+    ``wasb[s]://`` with ``<container>@<account>.dfs|blob.core.windows.net``, or
+    ``https://<account>.dfs|blob.core.windows.net/<container>/``) becomes
+    ``abfss://<container>@<account>.dfs.core.windows.net/<path>``; ``gcs://`` becomes ``gs://``. ``.``/``..``
+    segments are resolved and a trailing slash dropped. Raises InvalidArgumentError for anything else (relative
+    paths, other schemes, empty parts, an Azure spelling without its account).
     """
     if not isinstance(location, str) or not location.strip():
         raise InvalidArgumentError("location must be a non-empty string")
@@ -194,25 +211,33 @@ def normalize_location(location: str) -> str:
     if loc.startswith("/"):
         loc = "file://" + loc
     elif not _SCHEME.match(loc):
-        raise InvalidArgumentError(f"location must be an absolute path, file:// or s3:// URI, got {location!r}")
+        raise InvalidArgumentError(f"location must be {_SPELLINGS}, got {location!r}")
     try:
         parts = urlsplit(loc)
     except ValueError:
         raise InvalidArgumentError("location is not a valid URI") from None
     scheme = parts.scheme.lower()
+    netloc, path = parts.netloc, unquote(parts.path)
+    if scheme == "https" and _AZURE_HOST.match(netloc.lower()):
+        container, _, rest = path.lstrip("/").partition("/")
+        scheme, netloc, path = "abfss", f"{container}@{netloc}", "/" + rest
     if scheme in _S3_SCHEMES:
         scheme = "s3"
+    elif scheme in _AZURE_SCHEMES:
+        scheme = "abfss"
+    elif scheme in _GCS_SCHEMES:
+        scheme = "gs"
     if scheme not in SUPPORTED_SCHEMES:
-        raise InvalidArgumentError(f"unsupported location scheme {parts.scheme!r}: use file:// or s3://")
+        raise InvalidArgumentError(f"unsupported location scheme {parts.scheme!r}: use file://, s3://, abfss:// "
+                                   "or gs://")
     if parts.query or parts.fragment:
         raise InvalidArgumentError("location must not carry a query or fragment")
-    path = unquote(parts.path)
     _check_text(path)
     if _ENCODED.search(path):
         # Decoded once, still percent-encoded: a reader that decodes again would see another path.
         raise InvalidArgumentError("location is percent-encoded twice")
     if scheme == "file":
-        if parts.netloc not in ("", "localhost"):
+        if netloc not in ("", "localhost"):
             raise InvalidArgumentError("file:// locations must be absolute local paths")
         if not path.startswith("/"):
             raise InvalidArgumentError("file:// locations must be absolute")
@@ -220,11 +245,37 @@ def normalize_location(location: str) -> str:
         if path == "/":
             raise InvalidArgumentError("location must not be the filesystem root")
         return "file://" + path
-    bucket = _bucket(parts.netloc)
+    root = _container_root(scheme, netloc)
     key = posixpath.normpath("/" + path).lstrip("/") if path.strip("/") else ""
     if not key:
-        raise InvalidArgumentError("s3:// locations need a prefix below the bucket")
-    return f"s3://{bucket}/{key}"
+        raise InvalidArgumentError(f"{scheme}:// locations need a prefix below the "
+                                   f"{'container' if scheme == 'abfss' else 'bucket'}")
+    return f"{root}/{key}"
+
+
+def _container_root(scheme: str, netloc: str) -> str:
+    """The canonical ``<scheme>://<bucket or container@account host>`` of a cloud location."""
+    if scheme == "s3":
+        return f"s3://{_bucket(netloc)}"
+    if scheme == "gs":
+        bucket = netloc.lower()
+        if not _GCS_BUCKET.match(bucket) or ".." in bucket:
+            raise InvalidArgumentError(f"gs:// bucket name {netloc!r} is not valid (3-63 of a-z, 0-9, '.', '_', "
+                                       "'-'; starting and ending with a letter or digit)")
+        return f"gs://{bucket}"
+    container, at, host = netloc.lower().rpartition("@")
+    if not at:
+        raise InvalidArgumentError(
+            f"Azure locations must name the storage account: abfss://<container>@<account>{AZURE_SUFFIX}/<path> "
+            f"(got {netloc!r} without '@<account>{AZURE_SUFFIX}')")
+    m = _AZURE_HOST.match(host)
+    if not m:
+        raise InvalidArgumentError(f"Azure host {host!r} is not <account>{AZURE_SUFFIX} (or .blob.core.windows.net"
+                                   "; the account is 3-24 of a-z, 0-9)")
+    if not _AZURE_CONTAINER.match(container):
+        raise InvalidArgumentError(f"Azure container name {container!r} is not valid (3-63 of a-z, 0-9 and single "
+                                   "'-', starting and ending with a letter or digit)")
+    return f"abfss://{container}@{m.group(1)}{AZURE_SUFFIX}"
 
 
 def _bucket(netloc: str) -> str:
@@ -237,13 +288,47 @@ def _bucket(netloc: str) -> str:
 
 
 def normalize_prefix(prefix: str) -> str:
-    """Canonical spelling of a location prefix (an allowed root, a token scope): a whole ``s3://bucket`` or a
-    canonical location. Raises InvalidArgumentError."""
+    """Canonical spelling of a location prefix (an allowed root, a token scope): a whole ``s3://bucket``,
+    ``gs://bucket`` or ``abfss://<container>@<account>.dfs.core.windows.net``, or a canonical location. Raises
+    InvalidArgumentError."""
     text = prefix.strip()
     m = _BUCKET_ONLY.match(text)
     if m:
-        return f"s3://{_bucket(m.group(2))}"
+        scheme = "gs" if m.group(1).lower() in _GCS_SCHEMES else "s3"
+        return _container_root(scheme, m.group(2))
+    m = _CONTAINER_ONLY.match(text)
+    if m:
+        return _container_root("abfss", m.group(2))
     return normalize_location(text)
+
+
+class CloudPlace(NamedTuple):
+    """A canonical cloud location taken apart: ``bucket`` is the S3 or GCS bucket or the Azure container,
+    ``account`` the Azure storage account (empty elsewhere), ``key`` the path below the bucket (no slashes
+    at either end)."""
+
+    scheme: str
+    account: str
+    bucket: str
+    key: str
+
+
+def split_cloud(location: str) -> CloudPlace:
+    """A canonical ``s3://``, ``gs://`` or ``abfss://`` URI (a location or a file below one) taken apart."""
+    scheme, _, rest = location.partition("://")
+    netloc, _, key = rest.partition("/")
+    if scheme == "abfss":
+        container, _, host = netloc.partition("@")
+        return CloudPlace(scheme, host[: -len(AZURE_SUFFIX)], container, key.strip("/"))
+    if scheme not in ("s3", "gs"):
+        raise ValueError(f"not a canonical cloud location: {location[:200]!r}")
+    return CloudPlace(scheme, "", netloc, key.strip("/"))
+
+
+def object_key(uri: str) -> str:
+    """``<bucket>/<key>`` of a canonical cloud URI, as fsspec filesystems (s3fs, gcsfs, adlfs) spell a path."""
+    p = split_cloud(uri)
+    return f"{p.bucket}/{p.key}" if p.key else p.bucket
 
 
 def has_scheme(text: str) -> bool:

@@ -80,6 +80,49 @@ class Settings:
         "",
         "S3 secret access key.",
         secret=True)
+    azure_account_name: str = setting(
+        "",
+        "Azure storage account of the owner's abfss:// tables (abfss://<container>@<account>.dfs.core.windows.net/"
+        "...); a location naming another account is refused. Empty = the account of azure_connection_string.")
+    azure_account_key: str = setting(
+        "",
+        "Shared key of azure_account_name: signs the owner's requests and the service SAS it vends.",
+        secret=True)
+    azure_sas_token: str = setting(
+        "",
+        "A SAS token the owner signs its requests with instead of a key (it then vends no Azure credentials).",
+        secret=True)
+    azure_connection_string: str = setting(
+        "",
+        "An Azure Storage connection string (account, key or SAS, endpoint) instead of the settings above.",
+        secret=True)
+    azure_endpoint: str = setting(
+        "",
+        "Blob endpoint of the account (azurite: http://127.0.0.1:10000/devstoreaccount1); empty = "
+        "https://<account>.blob.core.windows.net.")
+    azure_use_identity: bool = setting(
+        False,
+        "Sign with the owner's Entra identity (azure-identity's DefaultAzureCredential: managed identity, "
+        "workload identity, environment) and vend user-delegation SAS; no key needed.",
+        parse=_bool)
+    gcs_project: str = setting(
+        "",
+        "Google Cloud project of the owner's gs:// buckets (empty = the credentials' own).")
+    gcs_credentials_file: str = setting(
+        "",
+        "Service-account JSON key file the owner signs gs:// requests with (else GOOGLE_APPLICATION_CREDENTIALS, "
+        "or gcs_token).")
+    gcs_token: str = setting(
+        "",
+        "An OAuth 2.0 access token the owner uses for gs:// instead of a key file.",
+        secret=True)
+    gcs_endpoint: str = setting(
+        "",
+        "Cloud Storage endpoint (fake-gcs-server: http://127.0.0.1:4443); empty = https://storage.googleapis.com.")
+    gcs_sts_endpoint: str = setting(
+        "",
+        "Security Token Service the owner exchanges its token at for downscoped gs:// credentials; empty = "
+        "https://sts.googleapis.com/v1/token.")
     backfill: bool = setting(
         True,
         "Run the backfiller inside the service (--no-backfill turns it off).",

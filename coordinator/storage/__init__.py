@@ -1,4 +1,5 @@
-"""Log storage, one backend per URI scheme (``file://`` on local disk, ``s3://`` through s3fs)."""
+"""Log storage, one backend per URI scheme: ``file://`` on local disk, ``s3://`` through s3fs, ``abfss://`` through
+azure-storage-blob, ``gs://`` through gcsfs (docs/storage.md)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,14 @@ class StorageRouter:
                 secret=s.s3_secret_access_key,
                 timeout=s.request_timeout_seconds,
             )
+        if scheme == "abfss":
+            from coordinator.storage.azure import AzureStorage
+
+            return AzureStorage(s)
+        if scheme == "gs":
+            from coordinator.storage.gcs import GcsStorage
+
+            return GcsStorage(s)
         raise ValueError(f"no storage backend for scheme {scheme!r}")
 
     async def drop_prepared(self, prepared: Prepared) -> None:
