@@ -9,7 +9,7 @@ HOST   ?= $(or $(COMMIT_OWNER_HOST),127.0.0.1)
 PORT   ?= $(or $(COMMIT_OWNER_PORT),8080)
 
 .DEFAULT_GOAL := help
-.PHONY: help run test lint install install-test install-sail install-uc-client install-daft install-ha migrate clean config-docs test-system-deps chaos chaos-ha bench bench-smoke
+.PHONY: help run test lint install install-test install-emulators install-sail install-uc-client install-daft install-ha migrate clean config-docs test-system-deps chaos chaos-ha bench bench-smoke
 
 help: ## Show this help
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
@@ -100,6 +100,22 @@ HA_PINS := 'patroni[etcd3,psycopg3]==4.1.5'
 	  cat $(HA_VENV)/INSTALL_FAILED; \
 	fi
 
+# azurite, Microsoft's Azure Storage emulator, from npm into .tools/azurite (the GCS emulator comes with the test
+# extra). A failed install is printed loudly; the Azure suites skip naming this step, and the next make tries again.
+AZURITE_PIN ?= azurite@3.37.0
+
+.stamp-emulators:
+	@mkdir -p .tools/azurite; \
+	if npm install --prefix .tools/azurite --silent --no-audit --no-fund $(AZURITE_PIN) > .tools/azurite-install.log 2>&1 \
+	    && .tools/azurite/node_modules/.bin/azurite-blob --version > /dev/null; then \
+	  echo "azurite: $$(.tools/azurite/node_modules/.bin/azurite-blob --version)"; touch $@; \
+	else \
+	  echo "!!! could not install $(AZURITE_PIN) with npm; the Azure suites will SKIP (retried next make):"; \
+	  tail -n 20 .tools/azurite-install.log; \
+	fi
+
+install-emulators: .stamp-emulators ## npm install azurite into .tools/ (the Azure suites' emulator)
+
 install-ha: .stamp-ha ## etcd (apt) and .venv-patroni (Patroni 4.1) for the Patroni failover test and chaos-ha
 
 migrate: install ## Create or upgrade the database schema
@@ -114,7 +130,7 @@ lint: install-test ## ruff, mypy and lint-imports (the layers, no import circles
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
 
-test: install-test install-sail install-uc-client install-daft install-ha lint ## Install test dependencies, lint, and run the whole suite
+test: install-test install-emulators install-sail install-uc-client install-daft install-ha lint ## Install test dependencies, lint, and run the whole suite
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 # The status-page test drives Debian's Chromium headless; install it on a fresh machine (needs root or sudo).
@@ -141,4 +157,4 @@ bench: install-test ## Full benchmark (about 5 minutes): docs/bench/bench.{json,
 	$(BIN)/commit-owner bench --json docs/bench/bench.json --png docs/bench/bench.png --markdown docs/bench/bench.md
 
 clean: ## Remove the virtualenv, the embedded database and caches
-	rm -rf $(VENV) $(SAIL_VENV) $(UC_VENV) $(DAFT_VENV) $(HA_VENV) .stamp-* commit-owner.db* .pytest_cache bench-smoke.json
+	rm -rf $(VENV) $(SAIL_VENV) $(UC_VENV) $(DAFT_VENV) $(HA_VENV) .tools .stamp-* commit-owner.db* .pytest_cache bench-smoke.json

@@ -1,6 +1,8 @@
 """Shared fixtures: a fresh PostgreSQL database per run, a moto S3 server, backends and services.
 
-Backends: SQLite (a file) and PostgreSQL, each over local disk and S3 (moto server on 127.0.0.1).
+Backends: SQLite (a file) and PostgreSQL, each over local disk and S3 (moto server on 127.0.0.1); the cloud
+suites (tests/clouds/) add Azure (azurite) and Google Cloud Storage (fake-gcs-server), emulators started here
+(harness/emulators.py) that skip loudly, naming the install step, when they are not installed.
 Set COMMIT_OWNER_TEST_DATABASE_URL to use another PostgreSQL server; when none is reachable the
 PostgreSQL backends skip with a loud reason.
 """
@@ -80,6 +82,31 @@ def moto(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MotoServer]:
     server.stop()
 
 
+def _emulator(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    from harness.emulators import AzuriteServer, FakeGcsServer, missing
+
+    why = missing(kind)
+    if why is not None:
+        print(f"\n!!! SKIPPING the {kind} suites: {why} !!!", file=sys.stderr)
+        pytest.skip(why)
+    server = (AzuriteServer if kind == "azure" else FakeGcsServer)(tmp_path_factory.mktemp(kind))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """azurite's Blob service on 127.0.0.1 (harness/emulators.py)."""
+    yield from _emulator("azure", tmp_path_factory)
+
+
+@pytest.fixture(scope="session")
+def fake_gcs(tmp_path_factory: pytest.TempPathFactory) -> Iterator:
+    """fake-gcs-server on 127.0.0.1 (harness/emulators.py)."""
+    yield from _emulator("gcs", tmp_path_factory)
+
+
 def make_backend(request: pytest.FixtureRequest, db: str, storage: str, name: str) -> Backend:
     tmp = request.getfixturevalue("tmp_path_factory").mktemp(name)
     if db == "sqlite":
@@ -90,6 +117,13 @@ def make_backend(request: pytest.FixtureRequest, db: str, storage: str, name: st
     if storage == "s3":
         m = request.getfixturevalue("moto")
         b.s3_endpoint, b.bucket = m.endpoint, m.make_bucket()
+    elif storage == "azure":
+        az = request.getfixturevalue("azurite")
+        b.azure_endpoint, b.azure_account, b.azure_key = az.endpoint, az.account, az.key
+        b.bucket = az.make_container()
+    elif storage == "gcs":
+        g = request.getfixturevalue("fake_gcs")
+        b.gcs_endpoint, b.bucket = g.endpoint, g.make_bucket()
     migrate(url)
     return b
 
