@@ -108,15 +108,15 @@ async def check_credentials(settings: Settings, schemes: set[str]) -> None:
         if not await credentials_found():
             raise ValueError(f"s3:// tables are allowed here, but {NO_CREDENTIALS}")
     if "abfss" in schemes:
-        from coordinator.storage.azure import NO_CREDENTIALS as NO_AZURE, has_credentials
+        from coordinator.storage import azure
 
-        if not has_credentials(settings):
-            raise ValueError(f"abfss:// tables are allowed here, but {NO_AZURE}")
+        if not azure.has_credentials(settings):
+            raise ValueError(f"abfss:// tables are allowed here, but {azure.NO_CREDENTIALS}")
     if "gs" in schemes:
-        from coordinator.storage.gcs import NO_CREDENTIALS as NO_GCS, credentials_found as gcs_found
+        from coordinator.storage import gcs
 
-        if not gcs_found(settings):
-            raise ValueError(f"gs:// tables are allowed here, but {NO_GCS}")
+        if not gcs.credentials_found(settings):
+            raise ValueError(f"gs:// tables are allowed here, but {gcs.NO_CREDENTIALS}")
 
 
 __all__ = ["FileInfo", "Prepared", "StorageBackend", "StorageRouter", "StorageUnavailableError", "Wrap",
