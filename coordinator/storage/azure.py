@@ -230,8 +230,10 @@ class AzureStorage(StorageBackend):
         if why is not None:
             raise InvalidArgumentError(why)
         container = (await self._service()).get_container_client(place.bucket)
-        try:
-            await container.get_container_properties()
+        try:  # one blob of the table's prefix, as a listing asks (the right the owner needs anyway; a container's
+            # properties need more than a container-scoped SAS may give)
+            async for _ in container.list_blobs(name_starts_with=f"{place.key}/", results_per_page=1):
+                break
         except ResourceNotFoundError:
             raise no_such_container(location) from None
         except Exception as e:
