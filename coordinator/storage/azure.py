@@ -85,11 +85,8 @@ class AzureStorage(StorageBackend):
             from azure.storage.blob.aio import BlobServiceClient  # imported only when an abfss:// table is used
 
             s = self._settings
-            if s.azure_connection_string:
-                kw = dict(self._client_kwargs)
-                if s.azure_endpoint:
-                    kw["account_url"] = self._endpoint()
-                self._svc = BlobServiceClient.from_connection_string(s.azure_connection_string, **kw)
+            if s.azure_connection_string:  # it names its endpoint itself (BlobEndpoint=, or the account's)
+                self._svc = BlobServiceClient.from_connection_string(s.azure_connection_string, **self._client_kwargs)
                 return self._svc
             if not has_credentials(s):
                 raise PermissionError(errno.EACCES, NO_CREDENTIALS)

@@ -248,8 +248,10 @@ async def test_azure_signs_with_a_connection_string_or_a_sas_token(request: pyte
                                    expiry=datetime.now(timezone.utc) + timedelta(hours=1))
         env = {"COMMIT_OWNER_AZURE_ACCOUNT_KEY": "", "COMMIT_OWNER_AZURE_SAS_TOKEN": sas}
     else:
+        # the connection string names its endpoint: an azure_endpoint beside it (here a dead one) is not used
         env = {"COMMIT_OWNER_AZURE_ACCOUNT_NAME": "", "COMMIT_OWNER_AZURE_ACCOUNT_KEY": "",
-               "COMMIT_OWNER_AZURE_ENDPOINT": "", "COMMIT_OWNER_AZURE_CONNECTION_STRING": backend.azure_connection_string}
+               "COMMIT_OWNER_AZURE_ENDPOINT": "http://127.0.0.1:9/nobody",
+               "COMMIT_OWNER_AZURE_CONNECTION_STRING": backend.azure_connection_string}
     settings = backend_settings(backend, env)
     assert not settings.azure_account_key
     storage = StorageRouter(settings)
@@ -287,5 +289,23 @@ async def test_an_azure_sas_that_may_not_write_fails_a_write_as_unavailable(requ
         with pytest.raises(StorageUnavailableError, match="writing"):
             await storage.for_uri(target).put_if_absent(target, b"x\n")
         assert not backend.exists(target)
+    finally:
+        await storage.close()
+
+
+async def test_an_azure_create_above_the_single_put_size_is_still_refused_the_second_time(
+        request: pytest.FixtureRequest) -> None:
+    """Above 64 MiB the SDK stages blocks and makes them the blob with one Put Block List, which carries the
+    ``If-None-Match: *`` too: the second create of a 65 MiB object is refused and the first kept whole."""
+    backend = make_backend(request, "sqlite", "azure", "bigcreate-azure")
+    storage = StorageRouter(backend_settings(backend))
+    try:
+        target = delta_file(backend.new_location(), 0)
+        first = os.urandom(65 * 2**20)
+        await storage.for_uri(target).put_if_absent(target, first)
+        with pytest.raises(FileExistsError):
+            await storage.for_uri(target).put_if_absent(target, os.urandom(65 * 2**20))
+        assert backend.read(target) == first
+        assert (await storage.for_uri(target).info(target)).size == len(first)
     finally:
         await storage.close()
