@@ -99,7 +99,7 @@ class Settings:
     azure_endpoint: str = setting(
         "",
         "Blob endpoint of the account (azurite: http://127.0.0.1:10000/devstoreaccount1); empty = "
-        "https://<account>.blob.core.windows.net. Not used with azure_connection_string, which names its own.")
+        "https://<account>.blob.core.windows.net.")
     azure_use_identity: bool = setting(
         False,
         "Sign with the owner's Entra identity (azure-identity's DefaultAzureCredential: managed identity, "
