@@ -112,6 +112,9 @@ async def check_credentials(settings: Settings, schemes: set[str]) -> None:
 
         if not azure.has_credentials(settings):
             raise ValueError(f"abfss:// tables are allowed here, but {azure.NO_CREDENTIALS}")
+        why = azure.identity_without_tls(settings)
+        if why is not None:
+            raise ValueError(f"abfss:// tables are allowed here, but {why}")
     if "gs" in schemes:
         from coordinator.storage import gcs
 

@@ -51,6 +51,16 @@ def has_credentials(settings: Settings) -> bool:
     return bool(settings.azure_account_key or settings.azure_sas_token or settings.azure_use_identity)
 
 
+def identity_without_tls(settings: Settings) -> str | None:
+    """Why the settings' Entra identity cannot sign (the SDK sends tokens over HTTPS only), or None."""
+    if settings.azure_use_identity and not (settings.azure_account_key or settings.azure_sas_token
+                                            or settings.azure_connection_string) \
+            and settings.azure_endpoint.lower().startswith("http://"):
+        return ("COMMIT_OWNER_AZURE_USE_IDENTITY signs with Entra tokens, which are sent over https:// only: "
+                f"COMMIT_OWNER_AZURE_ENDPOINT is {settings.azure_endpoint!r} (use the account key or a SAS there)")
+    return None
+
+
 def other_account(place: CloudPlace, account: str) -> str | None:
     """Why a location cannot be served with the owner's ``account``, or None when it names that account."""
     if place.account == account:
@@ -82,25 +92,35 @@ class AzureStorage(StorageBackend):
 
     async def _service(self) -> Any:
         if self._svc is None:
-            from azure.storage.blob.aio import BlobServiceClient  # imported only when an abfss:// table is used
-
-            s = self._settings
-            if s.azure_connection_string:  # it names its endpoint itself (BlobEndpoint=, or the account's)
-                self._svc = BlobServiceClient.from_connection_string(s.azure_connection_string, **self._client_kwargs)
-                return self._svc
-            if not has_credentials(s):
-                raise PermissionError(errno.EACCES, NO_CREDENTIALS)
-            credential: Any
-            if s.azure_account_key:
-                credential = {"account_name": self.account, "account_key": s.azure_account_key}
-            elif s.azure_sas_token:
-                credential = s.azure_sas_token.lstrip("?")
-            else:
-                from azure.identity.aio import DefaultAzureCredential
-
-                credential = self._credential = DefaultAzureCredential()
-            self._svc = BlobServiceClient(self._endpoint(), credential=credential, **self._client_kwargs)
+            try:
+                self._svc = self._make_service()
+            except OSError:
+                raise
+            except Exception as e:  # a malformed connection string, an Entra identity over plain HTTP, ...
+                credential, self._credential = self._credential, None
+                if credential is not None:
+                    await credential.close()
+                raise OSError(errno.EINVAL, f"cannot make the Azure client: {type(e).__name__}: {e}") from e
         return self._svc
+
+    def _make_service(self) -> Any:
+        from azure.storage.blob.aio import BlobServiceClient  # imported only when an abfss:// table is used
+
+        s = self._settings
+        if s.azure_connection_string:  # it names its endpoint itself (BlobEndpoint=, or the account's)
+            return BlobServiceClient.from_connection_string(s.azure_connection_string, **self._client_kwargs)
+        if not has_credentials(s):
+            raise PermissionError(errno.EACCES, NO_CREDENTIALS)
+        credential: Any
+        if s.azure_account_key:
+            credential = {"account_name": self.account, "account_key": s.azure_account_key}
+        elif s.azure_sas_token:
+            credential = s.azure_sas_token.lstrip("?")
+        else:
+            from azure.identity.aio import DefaultAzureCredential
+
+            credential = self._credential = DefaultAzureCredential()
+        return BlobServiceClient(self._endpoint(), credential=credential, **self._client_kwargs)
 
     def _place(self, uri: str) -> CloudPlace:
         place = split_cloud(uri)

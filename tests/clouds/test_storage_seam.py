@@ -20,7 +20,7 @@ import pytest_asyncio
 from client.contract.errors import InvalidArgumentError
 from client.contract.layout import delta_file, log_dir, split_cloud
 from coordinator.runtime.metrics import Metrics
-from coordinator.storage import StorageRouter, StorageUnavailableError, metered
+from coordinator.storage import StorageRouter, StorageUnavailableError, check_credentials, metered
 from coordinator.storage.gcs import GcsStorage
 from harness.storage_faults import faults_from
 from tests.conftest import make_backend
@@ -309,3 +309,21 @@ async def test_an_azure_create_above_the_single_put_size_is_still_refused_the_se
         assert (await storage.for_uri(target).info(target)).size == len(first)
     finally:
         await storage.close()
+
+
+async def test_azure_with_an_entra_identity_over_plain_http_is_refused_at_start_and_unavailable_after(
+        request: pytest.FixtureRequest) -> None:
+    """``azure_use_identity`` signs with azure-identity's DefaultAzureCredential, whose tokens the SDK sends over
+    HTTPS only; azurite is plain HTTP. Such settings are one line at start (``check_credentials``), and a backend
+    made from them anyway fails its calls as storage failures (503), never an internal error, with nothing
+    written and the credential closed."""
+    backend = make_backend(request, "sqlite", "azure", "azure-identity")
+    settings = backend_settings(backend, {"COMMIT_OWNER_AZURE_ACCOUNT_KEY": "", "COMMIT_OWNER_AZURE_USE_IDENTITY": "true"})
+    with pytest.raises(ValueError, match="COMMIT_OWNER_AZURE_USE_IDENTITY .* https:// only"):
+        await check_credentials(settings, {"abfss"})
+    storage = StorageRouter(settings)
+    target = delta_file(backend.new_location(), 0)
+    with pytest.raises(StorageUnavailableError, match="writing"):
+        await storage.for_uri(target).put_if_absent(target, b"x\n")
+    assert not backend.exists(target)
+    await storage.close()
