@@ -32,7 +32,7 @@ STS_URL = "https://sts.googleapis.com/v1/token"
 TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
 ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
 READ_ROLE = "inRole:roles/storage.objectViewer"
-WRITE_ROLE = "inRole:roles/storage.objectAdmin"
+WRITE_ROLE = "inRole:roles/storage.objectUser"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 NO_CREDENTIALS = ("this owner vends no GCS credentials: it needs a token of its own to exchange: gcs_token "
                   "(COMMIT_OWNER_GCS_TOKEN) or a service-account key file in gcs_credentials_file "
@@ -48,9 +48,9 @@ def access_boundary(location: str, access: Access) -> dict[str, Any]:
     """The Credential Access Boundary of a token for ``location`` (canonical ``gs://``).
 
     read: ``roles/storage.objectViewer`` on the bucket, available only for objects below the table's prefix and
-    for listings whose prefix lies below it. write: also ``roles/storage.objectAdmin`` for objects below the
+    for listings whose prefix lies below it. write: also ``roles/storage.objectUser`` for objects below the
     prefix but not the owner's files below ``_delta_log`` (``owner_only_keys``, as S3's Deny); create (a path
-    with no table yet, version 0 included): objectAdmin below the prefix, no exception. Rules add up."""
+    with no table yet, version 0 included): objectUser below the prefix, no exception. Rules add up."""
     place = split_cloud(location)
     bucket = f"//storage.googleapis.com/projects/_/buckets/{place.bucket}"
     objects = f"projects/_/buckets/{place.bucket}/objects/"

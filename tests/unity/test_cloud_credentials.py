@@ -377,7 +377,7 @@ def expected_boundary(bucket: str, key: str, write: bool) -> dict[str, Any]:
                           f".startsWith('{key}/')"}}]
     if write:
         rules.append({
-            "availablePermissions": ["inRole:roles/storage.objectAdmin"],
+            "availablePermissions": ["inRole:roles/storage.objectUser"],
             "availableResource": f"//storage.googleapis.com/projects/_/buckets/{bucket}",
             "availabilityCondition": {
                 "title": "the table's objects the writer may write",
