@@ -19,13 +19,19 @@ the table's log through the Azure / GCS storage backend, which is another change
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import datetime as dt
 import json
+import os
+import shutil
+import subprocess
+import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,6 +39,7 @@ import pytest_asyncio
 
 from coordinator.core.catalog import EXTERNAL, new_name
 from coordinator.runtime.settings import Settings
+from harness.emulators import AzuriteServer, azurite_binary
 from harness.sts_standin import StsStandIn
 from tests.conftest import make_backend
 from tests.inprocess import InProcess
@@ -327,6 +334,103 @@ async def test_an_owner_without_a_key_or_identity_vends_no_sas_and_records_nothi
         assert await lake.ledger() == before
     finally:
         await app.stop()
+
+
+class OAuthAzurite(AzuriteServer):
+    """azurite over HTTPS with its OAuth check on (``--oauth basic``): it then hands out user delegation keys to a
+    bearer token whose issuer, audience and times are right (it checks no token signature) and checks SAS signed
+    with them."""
+
+    name = "azurite-oauth"
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp)
+        self.cert, self.key_file = tmp / "cert.pem", tmp / "key.pem"
+
+    @property
+    def endpoint(self) -> str:
+        return f"https://127.0.0.1:{self.port}/{self.account}"
+
+    def start(self) -> None:
+        exe = azurite_binary()
+        if exe is None or shutil.which("openssl") is None:
+            pytest.skip("AZURITE OAUTH TEST SKIPPED: azurite or openssl is missing (`make install-emulators`)")
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(self.key_file),
+                        "-out", str(self.cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True, timeout=60)
+        data = self.tmp / "azurite-data"
+        data.mkdir(exist_ok=True)
+        self._start([exe, "--blobHost", "127.0.0.1", "--blobPort", str(self.port), "--location", str(data),
+                     "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry", "--oauth", "basic",
+                     "--cert", str(self.cert), "--key", str(self.key_file)])
+
+
+def entra_standin(folder: Path) -> Path:
+    """A STAND-IN for the owner's Entra identity: an ``az`` program that answers ``az account get-access-token``
+    (what azure-identity's AzureCliCredential runs) with an unsigned token of the shape azurite accepts. No Entra
+    is reachable here; what this does not prove is in docs/security.md."""
+    def part(d: dict[str, Any]) -> str:
+        return base64.urlsafe_b64encode(json.dumps(d).encode()).rstrip(b"=").decode()
+
+    now, tenant = int(time.time()), "8d1c4d3e-0000-4000-8000-00000000a2e1"
+    token = ".".join([part({"alg": "none", "typ": "JWT"}), part({
+        "aud": "https://storage.azure.com", "iss": f"https://sts.windows.net/{tenant}/", "nbf": now - 60,
+        "iat": now - 60, "exp": now + 3600, "oid": "5b0f2c8a-0000-4000-8000-0000000000b1", "tid": tenant}), "x"])
+    (folder / "bin").mkdir()
+    program = folder / "bin" / "az"
+    program.write_text("#!/bin/sh\ncat <<'EOF'\n" + json.dumps({
+        "accessToken": token, "expires_on": now + 3600, "expiresOn": "2999-01-01 00:00:00.000000",
+        "tokenType": "Bearer", "tenant": tenant, "subscription": "-"}) + "\nEOF\n")
+    program.chmod(0o755)
+    return program.parent
+
+
+async def test_a_user_delegation_sas_is_signed_with_the_key_azurite_hands_the_owners_identity(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``azure_use_identity``: the owner asks azurite (HTTPS, OAuth) for a user delegation key with its identity
+    (azure-identity's DefaultAzureCredential, here reaching the ``az`` stand-in), signs the SAS with it, and
+    azurite accepts that SAS for the table and refuses it altered."""
+    from azure.storage.blob import BlobServiceClient, ContainerClient
+
+    from tests.support import migrate
+
+    az = OAuthAzurite(tmp_path)
+    az.start()
+    try:
+        monkeypatch.setenv("PATH", f"{entra_standin(tmp_path)}:{os.environ.get('PATH', '')}")
+        monkeypatch.setenv("AZURE_TOKEN_CREDENTIALS", "AzureCliCredential")
+        monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(az.cert))
+        container = "c-identity"
+        owner_key = {"account_name": az.account, "account_key": az.key}
+        with BlobServiceClient(az.endpoint, credential=owner_key, connection_verify=str(az.cert)) as svc:
+            svc.create_container(container)
+            svc.get_container_client(container).upload_blob("lake/t/_delta_log/00000000000000000000.json", b"{}")
+        url = f"sqlite+aiosqlite:///{tmp_path}/owner.db"
+        migrate(url)
+        backend = Backend(name="vend-udk", database_url=url, storage="azure", tmp=tmp_path, bucket=container,
+                          azure_endpoint=az.endpoint, azure_account=az.account, azure_key="")
+        location = f"abfss://{container}@{az.account}.dfs.core.windows.net/lake/t"
+        lake = await open_lake(backend, {"COMMIT_OWNER_AZURE_USE_IDENTITY": "true",
+                                         "COMMIT_OWNER_AZURE_VEND_SCOPE": "container"}, {"t": location})
+        try:
+            status, reply = await lake.vend("t", "READ")
+            assert status == 200, reply
+        finally:
+            await lake.app.stop()
+        sas = reply["azure_user_delegation_sas"]["sas_token"]
+        f = sas_fields(sas)
+        assert (f["sr"], f["sp"], f["skoid"], f["sktid"]) == ("c", "rl", "5b0f2c8a-0000-4000-8000-0000000000b1",
+                                                             "8d1c4d3e-0000-4000-8000-00000000a2e1")
+        assert f["ske"] == f["se"]  # the delegation key lives as long as the SAS
+        box = ContainerClient(az.endpoint, container, credential=sas, connection_verify=str(az.cert))
+        blob = "lake/t/_delta_log/00000000000000000000.json"
+        assert await asyncio.to_thread(lambda: box.download_blob(blob).readall()) == b"{}"
+        forged = ContainerClient(az.endpoint, container, credential=sas.replace("sp=rl", "sp=racwdl"),
+                                 connection_verify=str(az.cert))
+        assert await asyncio.to_thread(refused, lambda: forged.download_blob(blob).readall()) == 403
+        assert await asyncio.to_thread(refused, lambda: box.upload_blob("lake/t/part-x.parquet", b"x")) == 403
+    finally:
+        az.stop()
 
 
 def test_an_expired_azure_sas_is_refused_at_start_naming_the_setting() -> None:
