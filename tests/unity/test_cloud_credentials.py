@@ -295,6 +295,11 @@ async def test_azure_credentials_are_recorded_counted_and_listed_on_revocation(a
     assert [(c["kind"], c["operation"], c["expiresAt"]) for c in rep["outstanding"]] == [
         ("azure", "READ_WRITE", reply["expiration_time"])]
     assert rep["s3DenyStatement"] is None
+    status, reply = await lake.vend("ext", "READ", await lake.token(f"{location}:read"))  # another token's
+    assert status == 200, reply
+    text = await asyncio.to_thread(cli, lake.backend, "tokens", "revoke", writer_id)
+    assert "1 credential(s) vended to this token still work" in text.stderr
+    assert "rotating the account key ends every service SAS" in text.stderr and "IAM" not in text.stderr
     status, metrics = await lake.app.call("GET", "/metrics", None, {"Authorization": f"Bearer {lake.admin}"})
     text = metrics.decode() if isinstance(metrics, bytes) else str(metrics)
     assert 'commit_owner_credentials_issued_total{kind="azure",operation="READ_WRITE"}' in text or \
@@ -513,6 +518,22 @@ async def test_gcs_read_and_read_write_tokens_are_exchanged_with_the_exact_bound
         now_ms = dt.datetime.now(dt.timezone.utc).timestamp() * 1000
         assert 3_590_000 <= reply["expiration_time"] - now_ms <= 3_600_000  # the stand-in's expires_in: 3600
         assert (token.split("_", 2)[1], location, operation, "gcs") in await lake.ledger()
+
+
+async def test_a_gcs_path_create_credential_may_write_the_whole_fresh_path(gcs_lake: Lake, sts: StsStandIn) -> None:
+    lake = gcs_lake
+    fresh = f"gs://{lake.backend.bucket}/lake/fresh"
+    status, reply = await lake.uc("POST", "/temporary-path-credentials", {"url": fresh, "operation": "PATH_CREATE_TABLE"})
+    assert status == 200, reply
+    rules = sts.boundary(sts.requests[-1])["accessBoundary"]["accessBoundaryRules"]
+    assert rules[0] == expected_boundary(lake.backend.bucket, "lake/fresh", False)["accessBoundary"][
+        "accessBoundaryRules"][0]
+    assert rules[1:] == [{"availablePermissions": ["inRole:roles/storage.objectUser"],
+                          "availableResource": f"//storage.googleapis.com/projects/_/buckets/{lake.backend.bucket}",
+                          "availabilityCondition": {
+                              "title": "the table's objects the writer may write",
+                              "expression": f"resource.name.startsWith('projects/_/buckets/{lake.backend.bucket}"
+                                            "/objects/lake/fresh/')"}}]
 
 
 async def test_delta_rest_credentials_carry_the_gcs_keys(gcs_lake: Lake, sts: StsStandIn) -> None:
