@@ -452,6 +452,18 @@ def test_an_expired_azure_sas_is_refused_at_start_naming_the_setting() -> None:
         Settings.load(environ={"COMMIT_OWNER_AZURE_CONNECTION_STRING": conn})
     valid = expired.replace("se=", "se=2999-01-01T00%3A00%3A00Z&old=")
     assert Settings.load(environ={"COMMIT_OWNER_AZURE_SAS_TOKEN": valid}).azure_sas_token == valid
+    # `serve` stops before it opens its port, with that one line
+    import sys
+
+    from harness.world import ROOT
+
+    env = {**os.environ, "COMMIT_OWNER_AZURE_SAS_TOKEN": expired,
+           "COMMIT_OWNER_DATABASE_URL": f"sqlite+aiosqlite:///{ROOT}/nonexistent-dir/owner.db"}
+    proc = subprocess.run([sys.executable, "-m", "coordinator", "serve", "--port", "0"], cwd=str(ROOT), env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines() == [proc.stderr.strip()]
+    assert proc.stderr.startswith("error: the SAS in azure_sas_token / COMMIT_OWNER_AZURE_SAS_TOKEN expired at")
 
 
 # -- GCS --------------------------------------------------------------------------------------------------------
