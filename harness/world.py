@@ -181,6 +181,7 @@ class Backend:
 
     def list(self, dir_uri: str) -> list[str]:
         fs = self.fs()
+        fs.invalidate_cache(self._p(dir_uri))  # adlfs ignores ``refresh`` and answers from its listings cache
         try:
             return sorted(p.rsplit("/", 1)[-1] for p in fs.ls(self._p(dir_uri), detail=False, refresh=True)
                           if not fs.isdir(p))
@@ -394,6 +395,14 @@ def create_owned_table(service: Service, location: str | None = None) -> tuple[s
 def delta_rs_target(backend: Backend, location: str) -> tuple[str, dict[str, str] | None]:
     """The table URI and storage options delta-rs needs for ``location`` on ``backend``."""
     uri = location[len("file://"):] if location.startswith("file://") else location
+    if backend.storage == "azure":  # azurite: the account's own endpoint (not "use emulator": its port is fixed)
+        return uri, {"azure_storage_account_name": backend.azure_account,
+                     "azure_storage_account_key": backend.azure_key, "azure_endpoint": backend.azure_endpoint,
+                     "azure_allow_http": "true"}
+    if backend.storage == "gcs":  # fake-gcs-server: object_store takes its URL from a service-account key
+        key = {"gcs_base_url": backend.gcs_endpoint, "disable_oauth": True, "client_email": "", "private_key": "",
+               "private_key_id": ""}
+        return uri, {"google_service_account_key": json.dumps(key)}
     if backend.storage != "s3":
         return uri, None
     return uri, {"AWS_ENDPOINT_URL": backend.s3_endpoint, "AWS_ACCESS_KEY_ID": S3_KEY,
