@@ -10,7 +10,8 @@ It makes storage fail and slow down on purpose: the reliability suite (``tests/r
 * ``put_error=P``: share of ``put_if_absent``/``delete`` calls that raise OSError before touching storage;
 * ``put_lost_ack=P``: share of ``put_if_absent`` calls that write the object and then raise OSError (the
   write happened, its acknowledgment was lost);
-* ``read_error=P``: share of ``read``/``info``/``exists``/``list_names`` calls that raise OSError;
+* ``read_error=P``: share of ``read``/``info``/``exists``/``list_names``/``walk``/``check_container`` calls that
+  raise OSError;
 * ``latency_ms=A`` or ``latency_ms=A-B``: delay added before every call (uniform in A..B ms);
 * ``match=TEXT``: only URIs containing TEXT are affected (e.g. one table's location);
 * ``seed=N``: seed of the random choices (default: random).
@@ -157,6 +158,11 @@ class FaultyStorage(StorageBackend):
         await self._delay(dir_uri)
         self._maybe("read_error", self.spec.read_error, dir_uri)
         return await self.inner.walk(dir_uri)
+
+    async def check_container(self, location: str) -> None:
+        await self._delay(location)
+        self._maybe("read_error", self.spec.read_error, location)
+        await self.inner.check_container(location)
 
     async def ping(self) -> None:
         await self.inner.ping()

@@ -49,6 +49,7 @@ class Registry:
         check_allowed(loc, self.ctx.roots)
         check_local_log(loc, cdir, self.ctx.roots)
         storage = self.ctx.storage.for_uri(loc)
+        await storage.check_container(loc)  # no such bucket, container or account: 400, nothing registered
         await check_log_matches(storage, loc, current_version if log_version is None else log_version)
         tid = table_id or str(uuid.uuid4())
         if name is not None and name.table_id != tid:
@@ -131,6 +132,7 @@ class Registry:
         itself (before this call, as delta-spark does, or right after it, as Sail 0.7 does) and the owner
         ratifies from version 1 on, in ``_staged_commits``."""
         loc = normalize_location(location)
+        await self.ctx.storage.for_uri(loc).check_container(loc)  # before the log is even listed
         newest = await self.newest_version(loc)
         return await self.register_table(loc, -1, STAGED_COMMITS_DIR, name=name, table_id=staging_id,
                                          log_version=-1 if newest < 0 else 0, staging_id=staging_id)
@@ -138,6 +140,7 @@ class Registry:
     async def register_existing(self, location: str, name: NameRow) -> TableRow:
         """Register (take over) the Delta table at ``location`` at its newest published version."""
         loc = self.check_location(location)  # before the log is even listed
+        await self.ctx.storage.for_uri(loc).check_container(loc)
         return await self.register_table(loc, await self.newest_version(loc), None, name=name)
 
     async def log_metadata(self, table: TableRow) -> dict[str, Any] | None:

@@ -112,7 +112,8 @@ class Metrics:
                                        "Orphan commit files (never ratified) removed by this process's janitor.",
                                        registry=r)
         self.storage_requests = Counter("commit_owner_storage_requests",
-                                        "Log-storage operations issued (each is one request to S3 or one file operation).",
+                                        "Log-storage operations issued (each is one request to the object store or one file "
+                                        "operation).",
                                         ["operation"], registry=r)
         self.db_statements = Counter("commit_owner_database_statements",
                                      "SQL statements sent to the ownership store (each is one database round trip).",

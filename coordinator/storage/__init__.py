@@ -98,13 +98,25 @@ class StorageRouter:
 
 async def check_credentials(settings: Settings, schemes: set[str]) -> None:
     """Raise ValueError, naming the settings to give, when storage of one of ``schemes`` would have no
-    credentials to sign with (s3:// without a key in the settings or the AWS credential chain). Checked
+    credentials to sign with (s3:// without a key in the settings or the AWS credential chain; abfss:// without an
+    account and its key, SAS, connection string or identity; gs:// without a key file, token, emulator endpoint or
+    Google's application-default credentials). Checked
     before `serve` opens its port, so a missing key is one line at start, not an error on every request."""
     if "s3" in schemes and not settings.s3_access_key_id:
         from coordinator.storage.s3 import NO_CREDENTIALS, credentials_found
 
         if not await credentials_found():
             raise ValueError(f"s3:// tables are allowed here, but {NO_CREDENTIALS}")
+    if "abfss" in schemes:
+        from coordinator.storage import azure
+
+        if not azure.has_credentials(settings):
+            raise ValueError(f"abfss:// tables are allowed here, but {azure.NO_CREDENTIALS}")
+    if "gs" in schemes:
+        from coordinator.storage import gcs
+
+        if not gcs.credentials_found(settings):
+            raise ValueError(f"gs:// tables are allowed here, but {gcs.NO_CREDENTIALS}")
 
 
 __all__ = ["FileInfo", "Prepared", "StorageBackend", "StorageRouter", "StorageUnavailableError", "Wrap",

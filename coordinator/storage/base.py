@@ -20,6 +20,9 @@ import abc
 from dataclasses import dataclass
 from typing import Any
 
+from client.contract.errors import InvalidArgumentError
+from client.contract.layout import split_cloud
+
 
 @dataclass(frozen=True)
 class FileInfo:
@@ -87,8 +90,25 @@ class StorageBackend(abc.ABC):
         """Every file below ``dir_uri`` at any depth (``path`` is its URI); empty if it does not exist. Raises OSError."""
         raise NotImplementedError(f"{type(self).__name__} cannot list recursively")
 
+    async def check_container(self, location: str) -> None:  # noqa: B027 - local disk: folders are made as needed
+        """Refuse a table ``location`` this backend cannot hold, before anything is registered there: its bucket
+        (Azure: container) does not exist, or it names a storage account other than the owner's. Raises
+        InvalidArgumentError (400: the location is wrong, nothing changed), OSError when storage fails."""
+
     async def ping(self) -> None:  # noqa: B027 - optional: most backends need no check
         """Check that the backend is reachable (readiness). Raises OSError."""
 
     async def close(self) -> None:  # noqa: B027 - optional: most backends hold nothing
         """Release connections and threads."""
+
+
+def no_such_container(location: str) -> InvalidArgumentError:
+    """The one refusal of a table location whose bucket or container does not exist (every cloud backend's
+    ``check_container``)."""
+    place = split_cloud(location)
+    if place.scheme == "abfss":
+        what = f"Azure container {place.bucket!r} does not exist in storage account {place.account!r}"
+    else:
+        what = f"{'S3' if place.scheme == 's3' else 'Cloud Storage'} bucket {place.bucket!r} does not exist"
+    return InvalidArgumentError(f"location {location}: {what}; create it first (the owner never creates buckets "
+                                "or containers)")

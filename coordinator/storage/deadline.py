@@ -94,6 +94,9 @@ class DeadlineStorage(StorageBackend):
     async def walk(self, dir_uri: str) -> list[FileInfo]:
         return await self._bounded("list", dir_uri, self.inner.walk(dir_uri))
 
+    async def check_container(self, location: str) -> None:
+        await self._bounded("check", location, self.inner.check_container(location))
+
     async def ping(self) -> None:
         await self._bounded("ping", "", self.inner.ping())
 

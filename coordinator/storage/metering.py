@@ -80,6 +80,9 @@ class MeteredStorage(StorageBackend):
     async def walk(self, dir_uri: str) -> list[Any]:
         return await self._call("walk", dir_uri)  # type: ignore[no-any-return]
 
+    async def check_container(self, location: str) -> None:
+        await self._call("check_container", location)
+
     async def ping(self) -> None:
         await self._call("ping")
 

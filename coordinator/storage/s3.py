@@ -10,8 +10,8 @@ import errno
 import time
 from typing import Any
 
-from client.contract.layout import lost_put_if_absent
-from coordinator.storage.base import FileInfo, StorageBackend
+from client.contract.layout import lost_put_if_absent, split_cloud
+from coordinator.storage.base import FileInfo, StorageBackend, no_such_container
 
 NO_CREDENTIALS = ("no S3 credentials: set COMMIT_OWNER_S3_ACCESS_KEY_ID and COMMIT_OWNER_S3_SECRET_ACCESS_KEY (or "
                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an instance or task role)")
@@ -152,6 +152,15 @@ class S3Storage(StorageBackend):
             mtime = int(lm.timestamp() * 1000) if lm is not None else int(time.time() * 1000)
             out.append(FileInfo(path="s3://" + key, size=int(d.get("size", 0)), modification_time=mtime))
         return out
+
+    async def check_container(self, location: str) -> None:
+        fs = await self._get()
+        try:
+            await fs._call_s3("head_bucket", Bucket=split_cloud(location).bucket)
+        except FileNotFoundError:
+            raise no_such_container(location) from None
+        except Exception as e:
+            raise _as_oserror(e) from e
 
     async def ping(self) -> None:
         fs = await self._get()

@@ -84,6 +84,9 @@ class UnavailableStorage(StorageBackend):
     async def walk(self, dir_uri: str) -> list[FileInfo]:
         return await self._call("listing", dir_uri, self.inner.walk(dir_uri))
 
+    async def check_container(self, location: str) -> None:
+        await self._call("checking", location, self.inner.check_container(location))
+
     async def ping(self) -> None:
         await self._call("reaching", "", self.inner.ping())
 

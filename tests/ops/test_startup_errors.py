@@ -1,16 +1,20 @@
-"""A new user's first starts: a wrong database URL or missing S3 credentials is one line on stderr, the
-documented exit code, and nothing left behind (no empty database file, no folder, nothing in the bucket)."""
+"""A new user's first starts: a wrong database URL or missing S3, Azure or Google credentials is one line on
+stderr, the documented exit code, and nothing left behind (no empty database file, no folder, nothing in the
+bucket)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 
+from harness.emulators import AzuriteServer, FakeGcsServer
 from tests.conftest import MotoServer
 from tests.ops.test_cli import cli
 from tests.support import ROOT, S3_KEY, S3_SECRET, free_port, migrate, wait_http
@@ -151,3 +155,81 @@ def test_a_command_writing_to_s3_itself_without_credentials_is_one_line(tmp_path
     assert res.returncode == 2
     assert _one_line(res).startswith("error: no S3 credentials: set COMMIT_OWNER_S3_ACCESS_KEY_ID")
     assert _bucket_keys(moto, bucket) == []
+
+
+# -- Azure and Google Cloud Storage without credentials ---------------------------------------------------------
+
+def _no_cloud_env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    """No AWS, Azure or Google credentials anywhere: none in the environment, no gcloud folder in HOME."""
+    env = {k: v for k, v in _no_aws_env(tmp_path).items() if not k.startswith(("AZURE_", "GOOGLE_", "CLOUDSDK_"))}
+    env.update(CLOUDSDK_CONFIG=str(tmp_path / "no-gcloud"), NO_GCE_CHECK="True")
+    env.update(extra)
+    return env
+
+
+def _serves(argv: list[str], env: dict[str, str]) -> None:
+    port = free_port()
+    argv = [*argv]
+    argv[argv.index("--port") + 1] = str(port)
+    proc = subprocess.Popen(argv, cwd=str(ROOT), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_http(f"http://127.0.0.1:{port}/healthz", proc=proc)
+    finally:
+        proc.terminate()
+        assert proc.wait(30) == 0
+
+
+def test_serve_with_an_azure_root_and_no_credentials_is_one_line_naming_the_settings(
+        tmp_path: Path, azurite: AzuriteServer) -> None:
+    container = azurite.make_container()
+    root = f"abfss://{container}@{azurite.account}.dfs.core.windows.net/tables"
+    db = tmp_path / "owner.db"
+    migrate(f"sqlite+aiosqlite:///{db}")
+    before = _rows(db)
+    argv = [sys.executable, "-m", "coordinator", "serve", "--database-url", f"sqlite+aiosqlite:///{db}",
+            "--port", str(free_port()), "--allow-location", root, "--managed-location", f"{root}/managed"]
+    # an account named, nothing to sign with
+    for env in (_no_cloud_env(tmp_path), _no_cloud_env(tmp_path, COMMIT_OWNER_AZURE_ACCOUNT_NAME=azurite.account,
+                                                        COMMIT_OWNER_AZURE_ENDPOINT=azurite.endpoint)):
+        res = subprocess.run(argv, cwd=str(ROOT), capture_output=True, text=True, timeout=60, env=env)
+        assert res.returncode == 2
+        line = _one_line(res)
+        assert line.startswith("error: abfss:// tables are allowed here, but no Azure credentials: set "
+                               "COMMIT_OWNER_AZURE_ACCOUNT_NAME with COMMIT_OWNER_AZURE_ACCOUNT_KEY"), line
+        assert "COMMIT_OWNER_AZURE_CONNECTION_STRING" in line and "COMMIT_OWNER_AZURE_SAS_TOKEN" in line
+        assert "listening" not in res.stdout + res.stderr
+    assert _rows(db) == before
+    from azure.storage.blob import ContainerClient
+
+    with ContainerClient.from_connection_string(azurite.connection_string, container) as c:
+        assert list(c.list_blobs()) == []
+
+    # With the account's key, or a connection string, it serves.
+    _serves(argv, _no_cloud_env(tmp_path, COMMIT_OWNER_AZURE_ACCOUNT_NAME=azurite.account,
+                                COMMIT_OWNER_AZURE_ACCOUNT_KEY=azurite.key, COMMIT_OWNER_AZURE_ENDPOINT=azurite.endpoint))
+    _serves(argv, _no_cloud_env(tmp_path, COMMIT_OWNER_AZURE_CONNECTION_STRING=azurite.connection_string))
+
+
+def test_serve_with_a_gcs_root_and_no_credentials_is_one_line_naming_the_settings(
+        tmp_path: Path, fake_gcs: FakeGcsServer) -> None:
+    bucket = fake_gcs.make_bucket()
+    db = tmp_path / "owner.db"
+    migrate(f"sqlite+aiosqlite:///{db}")
+    before = _rows(db)
+    argv = [sys.executable, "-m", "coordinator", "serve", "--database-url", f"sqlite+aiosqlite:///{db}",
+            "--port", str(free_port()), "--allow-location", f"gs://{bucket}/tables",
+            "--managed-location", f"gs://{bucket}/tables/managed"]
+    res = subprocess.run(argv, cwd=str(ROOT), capture_output=True, text=True, timeout=60, env=_no_cloud_env(tmp_path))
+    assert res.returncode == 2
+    line = _one_line(res)
+    assert line.startswith("error: gs:// tables are allowed here, but no Google Cloud credentials: set "
+                           "COMMIT_OWNER_GCS_CREDENTIALS_FILE"), line
+    assert "COMMIT_OWNER_GCS_TOKEN" in line and "GOOGLE_APPLICATION_CREDENTIALS" in line
+    assert "listening" not in res.stdout + res.stderr
+    assert _rows(db) == before
+    with urllib.request.urlopen(f"{fake_gcs.endpoint}/storage/v1/b/{bucket}/o", timeout=10) as r:
+        assert json.loads(r.read()).get("items", []) == []
+
+    # Against an emulator endpoint (anonymous), or with a token, it serves.
+    _serves(argv, _no_cloud_env(tmp_path, COMMIT_OWNER_GCS_ENDPOINT=fake_gcs.endpoint))
+    _serves(argv, _no_cloud_env(tmp_path, COMMIT_OWNER_GCS_TOKEN="ya29.not-checked-at-start"))
