@@ -395,19 +395,28 @@ def create_owned_table(service: Service, location: str | None = None) -> tuple[s
 def delta_rs_target(backend: Backend, location: str) -> tuple[str, dict[str, str] | None]:
     """The table URI and storage options delta-rs needs for ``location`` on ``backend``."""
     uri = location[len("file://"):] if location.startswith("file://") else location
-    if backend.storage == "azure":  # azurite: the account's own endpoint (not "use emulator": its port is fixed)
-        return uri, {"azure_storage_account_name": backend.azure_account,
-                     "azure_storage_account_key": backend.azure_key, "azure_endpoint": backend.azure_endpoint,
-                     "azure_allow_http": "true"}
-    if backend.storage == "gcs":  # fake-gcs-server: object_store takes its URL from a service-account key
-        key = {"gcs_base_url": backend.gcs_endpoint, "disable_oauth": True, "client_email": "", "private_key": "",
-               "private_key_id": ""}
-        return uri, {"google_service_account_key": json.dumps(key)}
+    if backend.storage == "azure":
+        return uri, {"account_name": backend.azure_account, "account_key": backend.azure_key,
+                     "endpoint": backend.azure_endpoint, "allow_http": "true"}
+    if backend.storage == "gcs":
+        return uri, {"google_service_account": gcs_emulator_account(backend), "allow_http": "true"}
     if backend.storage != "s3":
         return uri, None
     return uri, {"AWS_ENDPOINT_URL": backend.s3_endpoint, "AWS_ACCESS_KEY_ID": S3_KEY,
                  "AWS_SECRET_ACCESS_KEY": S3_SECRET, "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true",
                  "AWS_S3_ALLOW_UNSAFE_RENAME": "true"}
+
+
+def gcs_emulator_account(backend: Backend) -> str:
+    """A service-account file that points delta-rs (object_store) at the emulator: ``gcs_base_url`` and
+    ``disable_oauth`` are object_store's own fields for this. delta-rs reads through it; it cannot write to
+    fake-gcs-server, which lacks the XML API's object PUT that object_store uploads with."""
+    assert backend.tmp is not None
+    path = backend.tmp / "gcs-emulator-account.json"
+    if not path.exists():
+        path.write_text(json.dumps({"gcs_base_url": backend.gcs_endpoint, "disable_oauth": True,
+                                    "client_email": "", "private_key": "", "private_key_id": ""}))
+    return str(path)
 
 
 def delta_rs_table(backend: Backend, location: str, version: int | None = None) -> Any:

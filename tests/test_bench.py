@@ -152,7 +152,8 @@ def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     (["--only", "12"], "scenario numbers are 0 to 11"),
     (["--only", "1,two"], "comma-separated list of scenario numbers"),
     (["--storage", "azure", "--only", "1,5"], "--storage azure runs scenarios 0, 1, 2, 3, 4 only, not 5"),
-    (["--storage", "gcs", "--only", "8"], "--storage gcs runs scenarios 0, 1, 2, 3, 4 only, not 8"),
+    (["--storage", "gcs", "--only", "8", "--no-deltars"], "--storage gcs runs scenarios 0, 1, 2, 3, 4 only, not 8"),
+    (["--storage", "gcs", "--only", "1"], "delta-rs cannot write to fake-gcs-server"),
 ])
 def test_bad_options_are_refused_before_anything_starts(args: list[str], message: str, tmp_path) -> None:
     out = tmp_path / "r.json"

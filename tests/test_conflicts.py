@@ -22,7 +22,7 @@ from client.snapshot import load_snapshot
 from client.write import write_table
 from coordinator.core.reads import UNSEEN_COMMITS_LIMIT
 from tests.inprocess import InProcess
-from tests.support import S3_KEY, S3_SECRET, actions, db_commit_files, delta_file, ndjson
+from tests.support import actions, db_commit_files, delta_file, ndjson
 
 COMMIT_KEYS = {"version", "fileName", "path", "fileSize", "fileModificationTime", "commitTimestamp"}
 
@@ -134,8 +134,7 @@ async def test_racing_python_writers_rebase_on_the_carried_commits_and_land_once
     s = inproc
     writers = 5
     loc = s.backend.new_location()
-    opts = ({"key": S3_KEY, "secret": S3_SECRET, "endpoint_url": s.backend.s3_endpoint}
-            if s.backend.storage == "s3" else None)
+    opts = s.backend.storage_options()
     client = s.client()
 
     def data(n: int) -> pa.Table:

@@ -252,7 +252,7 @@ class BenchEnv:
         emulator = (AzuriteServer if self.storage == "azure" else FakeGcsServer)(self.workdir)
         emulator.start()
         self._emulator = emulator
-        cloud = Backend(name="bench", database_url=self.database_url, storage=self.storage)
+        cloud = Backend(name="bench", database_url=self.database_url, storage=self.storage, tmp=self.workdir)
         if isinstance(emulator, AzuriteServer):
             cloud.azure_endpoint, cloud.azure_account, cloud.azure_key = emulator.endpoint, emulator.account, emulator.key
             cloud.bucket = emulator.make_container()

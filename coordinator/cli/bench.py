@@ -95,6 +95,9 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
                 f"--storage {storage} runs scenarios {', '.join(map(str, EMULATOR_SCENARIOS))} only, not "
                 f"{', '.join(str(n) for n in runs if n not in EMULATOR_SCENARIOS)}", param_hint="--only")
         kw["only"] = tuple(runs)
+    if storage == "gcs" and not no_deltars:
+        raise click.BadParameter("delta-rs cannot write to fake-gcs-server (its uploads use the XML API's object PUT, "
+                                 "which the emulator lacks): add --no-deltars", param_hint="--storage gcs")
     if tx_sizes is not None:
         try:
             kw["tx_sizes"] = tuple(int(x) for x in tx_sizes.split(",") if x.strip() and int(x) != 0)
