@@ -1,8 +1,11 @@
 """The log-storage seam's write in two halves (``prepare``, then ``put_prepared`` or ``drop_prepared``;
-decision 62), on local disk and on S3 (moto), through the router and wrappers the service uses.
+decision 62), on local disk, S3 (moto), Azure (azurite) and GCS (fake-gcs-server), through the router and
+wrappers the service uses.
 
-What a reader can see at each step is read by the test's own client of the store (plain files, s3fs), and
-on local disk the folder is listed whole, hidden files too: a prepared write leaves nothing behind.
+What a reader can see at each step is read by the test's own client of the store (plain files, s3fs, adlfs,
+gcsfs), and
+on local disk the folder is listed whole, hidden files too: a prepared write leaves nothing behind. The clouds
+prepare nothing (the whole write is the conditional upload of ``put_prepared``).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass
 import pytest
 import pytest_asyncio
 
-from client.contract.layout import delta_file
+from client.contract.layout import delta_file, object_key
 from coordinator.runtime.metrics import Metrics
 from coordinator.storage import StorageRouter, metered
 from tests.conftest import make_backend
@@ -22,7 +25,7 @@ from tests.inprocess import backend_settings
 from tests.support import Backend
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", "s3", "azure", "gcs"])
 def backend(request: pytest.FixtureRequest) -> Backend:
     return make_backend(request, "sqlite", request.param, f"prepared-{request.param}")
 
@@ -59,11 +62,11 @@ def _fresh(backend: Backend):  # type: ignore[no-untyped-def]
 
 
 def _everything_in(backend: Backend, folder: str) -> list[str]:
-    """Every name in the folder, hidden files too (local disk), or every object under it (S3)."""
+    """Every name in the folder, hidden files too (local disk), or every object under it (S3, Azure, GCS)."""
     if backend.storage == "local":
         path = folder.removeprefix("file://")
         return sorted(os.listdir(path)) if os.path.isdir(path) else []
-    return sorted(p.rsplit("/", 1)[-1] for p in _fresh(backend).find(folder.removeprefix("s3://")))
+    return sorted(p.rsplit("/", 1)[-1] for p in _fresh(backend).find(object_key(folder)))
 
 
 async def test_a_prepared_write_appears_only_when_put_and_leaves_nothing_else(backend: Backend, place: Place) -> None:

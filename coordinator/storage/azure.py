@@ -85,11 +85,8 @@ class AzureStorage(StorageBackend):
             from azure.storage.blob.aio import BlobServiceClient  # imported only when an abfss:// table is used
 
             s = self._settings
-            if s.azure_connection_string:
-                kw = dict(self._client_kwargs)
-                if s.azure_endpoint:
-                    kw["account_url"] = self._endpoint()
-                self._svc = BlobServiceClient.from_connection_string(s.azure_connection_string, **kw)
+            if s.azure_connection_string:  # it names its endpoint itself (BlobEndpoint=, or the account's)
+                self._svc = BlobServiceClient.from_connection_string(s.azure_connection_string, **self._client_kwargs)
                 return self._svc
             if not has_credentials(s):
                 raise PermissionError(errno.EACCES, NO_CREDENTIALS)
@@ -230,8 +227,10 @@ class AzureStorage(StorageBackend):
         if why is not None:
             raise InvalidArgumentError(why)
         container = (await self._service()).get_container_client(place.bucket)
-        try:
-            await container.get_container_properties()
+        try:  # one blob of the table's prefix, as a listing asks (the right the owner needs anyway; a container's
+            # properties need more than a container-scoped SAS may give)
+            async for _ in container.list_blobs(name_starts_with=f"{place.key}/", results_per_page=1):
+                break
         except ResourceNotFoundError:
             raise no_such_container(location) from None
         except Exception as e:

@@ -180,8 +180,10 @@ class GcsStorage(StorageBackend):
 
     async def check_container(self, location: str) -> None:
         fs = await self._get()
-        try:
-            await fs._call("GET", "b/{}", split_cloud(location).bucket, json_out=True)
+        place = split_cloud(location)
+        try:  # one object of the table's prefix, as a listing asks: a bucket's own metadata needs storage.buckets.get,
+            # a right the owner otherwise never uses (roles/storage.objectAdmin lacks it)
+            await fs._call("GET", "b/{}/o", place.bucket, prefix=f"{place.key}/", maxResults=1, json_out=True)
         except FileNotFoundError:
             raise no_such_container(location) from None
         except Exception as e:

@@ -230,3 +230,82 @@ async def test_a_gcs_create_above_gcsfs_resumable_threshold_is_still_one_conditi
         assert backend.read(target) == b"replaced"
     finally:
         await store.close()
+
+
+@pytest.mark.parametrize("style", ["connection_string", "sas"])
+async def test_azure_signs_with_a_connection_string_or_a_sas_token(request: pytest.FixtureRequest, style: str) -> None:
+    """Besides the account key (every test above): a connection string alone, or a SAS token (here an account SAS
+    that may read, write, list and delete but not overwrite-proof anything: the If-None-Match still refuses)."""
+    from datetime import datetime, timedelta, timezone
+
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    backend = make_backend(request, "sqlite", "azure", f"azure-{style}")
+    if style == "sas":
+        sas = generate_account_sas(backend.azure_account, backend.azure_key,
+                                   ResourceTypes(service=True, container=True, object=True),
+                                   AccountSasPermissions(read=True, write=True, delete=True, list=True, create=True),
+                                   expiry=datetime.now(timezone.utc) + timedelta(hours=1))
+        env = {"COMMIT_OWNER_AZURE_ACCOUNT_KEY": "", "COMMIT_OWNER_AZURE_SAS_TOKEN": sas}
+    else:
+        # the connection string names its endpoint: an azure_endpoint beside it (here a dead one) is not used
+        env = {"COMMIT_OWNER_AZURE_ACCOUNT_NAME": "", "COMMIT_OWNER_AZURE_ACCOUNT_KEY": "",
+               "COMMIT_OWNER_AZURE_ENDPOINT": "http://127.0.0.1:9/nobody",
+               "COMMIT_OWNER_AZURE_CONNECTION_STRING": backend.azure_connection_string}
+    settings = backend_settings(backend, env)
+    assert not settings.azure_account_key
+    storage = StorageRouter(settings)
+    try:
+        loc = backend.new_location()
+        target = delta_file(loc, 0)
+        store = storage.for_uri(target)
+        await store.check_container(loc)
+        await store.put_if_absent(target, b"first\n")
+        with pytest.raises(FileExistsError):
+            await store.put_if_absent(target, b"second\n")
+        assert backend.read(target) == b"first\n"
+        assert await store.list_names(log_dir(loc)) == [target.rsplit("/", 1)[-1]]
+        await store.delete(target)
+        assert not backend.exists(target)
+    finally:
+        await storage.close()
+
+
+async def test_an_azure_sas_that_may_not_write_fails_a_write_as_unavailable(request: pytest.FixtureRequest) -> None:
+    """Refused by the service for want of a permission: a storage failure (503), never "the name is taken"."""
+    from datetime import datetime, timedelta, timezone
+
+    from azure.storage.blob import AccountSasPermissions, ResourceTypes, generate_account_sas
+
+    backend = make_backend(request, "sqlite", "azure", "azure-readonly")
+    sas = generate_account_sas(backend.azure_account, backend.azure_key,
+                               ResourceTypes(service=True, container=True, object=True),
+                               AccountSasPermissions(read=True, list=True),
+                               expiry=datetime.now(timezone.utc) + timedelta(hours=1))
+    storage = StorageRouter(backend_settings(backend, {"COMMIT_OWNER_AZURE_ACCOUNT_KEY": "",
+                                                       "COMMIT_OWNER_AZURE_SAS_TOKEN": sas}))
+    try:
+        target = delta_file(backend.new_location(), 0)
+        with pytest.raises(StorageUnavailableError, match="writing"):
+            await storage.for_uri(target).put_if_absent(target, b"x\n")
+        assert not backend.exists(target)
+    finally:
+        await storage.close()
+
+
+async def test_an_azure_create_above_the_single_put_size_is_still_refused_the_second_time(
+        request: pytest.FixtureRequest) -> None:
+    """Above 64 MiB the SDK stages blocks and makes them the blob with one Put Block List, which carries the
+    ``If-None-Match: *`` too: the second create of a 65 MiB object is refused and the first kept whole."""
+    backend = make_backend(request, "sqlite", "azure", "bigcreate-azure")
+    storage = StorageRouter(backend_settings(backend))
+    try:
+        target = delta_file(backend.new_location(), 0)
+        first = os.urandom(65 * 2**20)
+        await storage.for_uri(target).put_if_absent(target, first)
+        with pytest.raises(FileExistsError):
+            await storage.for_uri(target).put_if_absent(target, os.urandom(65 * 2**20))
+        assert backend.read(target) == first
+        assert (await storage.for_uri(target).info(target)).size == len(first)
+    finally:
+        await storage.close()
