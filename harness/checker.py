@@ -123,8 +123,10 @@ class _Files:
         return self.fs.cat_file(self.backend._p(uri))
 
     def list(self, dir_uri: str) -> list[str]:
+        path = self.backend._p(dir_uri)
+        self.fs.invalidate_cache(path)  # adlfs ignores ``refresh`` and answers from its listings cache
         try:
-            entries = self.fs.ls(self.backend._p(dir_uri), detail=True, refresh=True)
+            entries = self.fs.ls(path, detail=True, refresh=True)
         except FileNotFoundError:
             return []
         return sorted(e["name"].rsplit("/", 1)[-1] for e in entries if e.get("type") == "file")

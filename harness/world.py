@@ -181,6 +181,7 @@ class Backend:
 
     def list(self, dir_uri: str) -> list[str]:
         fs = self.fs()
+        fs.invalidate_cache(self._p(dir_uri))  # adlfs ignores ``refresh`` and answers from its listings cache
         try:
             return sorted(p.rsplit("/", 1)[-1] for p in fs.ls(self._p(dir_uri), detail=False, refresh=True)
                           if not fs.isdir(p))

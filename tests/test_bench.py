@@ -151,6 +151,9 @@ def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     (["--workers", "-1"], "--workers"),
     (["--only", "12"], "scenario numbers are 0 to 11"),
     (["--only", "1,two"], "comma-separated list of scenario numbers"),
+    (["--storage", "azure", "--only", "1,5"], "--storage azure runs scenarios 0, 1, 2, 3, 4 only, not 5"),
+    (["--storage", "gcs", "--only", "8", "--no-deltars"], "--storage gcs runs scenarios 0, 1, 2, 3, 4 only, not 8"),
+    (["--storage", "gcs", "--only", "1"], "delta-rs cannot write to fake-gcs-server"),
 ])
 def test_bad_options_are_refused_before_anything_starts(args: list[str], message: str, tmp_path) -> None:
     out = tmp_path / "r.json"
@@ -275,3 +278,30 @@ def test_only_runs_the_scenarios_asked_for_and_their_targets(tmp_path) -> None:
         "16 writers without tickets rate / 1 writer rate", "16 writers without tickets: smallest share / fair share"]
     sixteen = _row(report, "2. one table, 16 writers")
     assert sixteen["fairness"]["writers"] == 16 and sixteen["ops"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+@pytest.mark.parametrize("storage", ["azure", "gcs"])
+def test_smoke_on_an_emulator_measures_the_floor_and_one_writer(storage: str, tmp_path,
+                                                                pg_admin_url: str | None) -> None:
+    """The bench on azurite / fake-gcs-server (issue 41): the floors are put-if-absent writes on the emulator, the
+    owner's commits land there, the acknowledged versions check out, and the report says whose figures they are."""
+    from harness.emulators import missing
+
+    if pg_admin_url is None:
+        pytest.skip("PostgreSQL not reachable (set COMMIT_OWNER_TEST_DATABASE_URL)")
+    if (why := missing(storage)) is not None:
+        pytest.skip(why)
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "coordinator", "bench", "--smoke", "--storage", storage, "--pg-url",
+                           pg_admin_url, "--only", "0,1", "--no-deltars", "--json", str(out)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    report = json.loads(out.read_text())
+    assert report["options"]["storage"] == storage and report["consistency"]["violations"] == []
+    one = _row(report, "1. one table, 1 writer")
+    assert one["ops"] > 0 and one["failures"] == 0 and one["work"]["storage_put_if_absent"] >= 1.0, one
+    for prefix in ("0. physical floor", "0. card floor", "0b. parallel floor"):
+        assert _row(report, prefix, "floor")["ops"] > 0
+    assert "(emulator)" in proc.stdout.splitlines()[0], proc.stdout[:300]

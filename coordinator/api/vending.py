@@ -4,7 +4,8 @@ vending itself, counted and logged. Only the operation names and the reply's sha
 
 The order: the location lies under an allowed root (403), the token holds the operation's action there, its
 real path on local disk included (403), a path write credential reaches no registered table (403); then the
-vendor (S3 without ``vend_role_arn``: 400). Only then is STS asked.
+vendor (S3 without ``vend_role_arn``, Azure without a key or an identity, GCS without credentials: 400). Only
+then is a cloud's token service asked (or, for an Azure service SAS, the key used).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ async def issue(request: web.Request, location: str, operation: str, access: Acc
     session = session_name(token_id)
     vended: Vended = await request.app[VENDOR].vend(location, access, session_name=session, token_id=token_id,
                                                     operation=operation)
-    kind = "s3" if vended.aws is not None else "local"
+    kind = vended.kind
     request.app[METRICS].credentials_issued.labels(operation, kind).inc()
     log.info("issued %s credentials (%s) for %s %s, expiring at %d ms, token %s", operation, kind,
              "table" if table_id else "path", table_id or location, vended.expiration_ms, token_id)

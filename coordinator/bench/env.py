@@ -1,4 +1,10 @@
-"""The benchmark's world: a fresh database, log storage and `commit-owner serve` as a subprocess."""
+"""The benchmark's world: a fresh database, log storage and `commit-owner serve` as a subprocess.
+
+Log storage is a local folder, S3 on a moto server, or Azure Blob / Google Cloud Storage on their emulators
+(azurite, fake-gcs-server). The emulators are started, and their settings, client options and delta-rs options
+given, by the reliability harness (``harness/emulators.py``, ``harness/world.py``: one home for each; decision
+73), imported only for those two choices: the harness is not in the wheel, so they need the repository.
+"""
 
 from __future__ import annotations
 
@@ -47,13 +53,24 @@ def wait_http(url: str, proc: subprocess.Popen, timeout: float = 60.0) -> None:
     raise TimeoutError(f"{url} did not answer within {timeout:.0f}s")
 
 
+#: The log storages served by an emulator the bench starts (beside moto's S3): figures of the emulator, not the cloud.
+EMULATED = ("azure", "gcs")
+
+
+def storage_label(storage: str) -> str:
+    """How a report names its log storage: an emulator's figures are the emulator's, not the cloud's."""
+    return {"s3": "S3 (moto)", "azure": "Azure Blob on azurite (emulator)",
+            "gcs": "GCS on fake-gcs-server (emulator)"}.get(storage, storage)
+
+
 def _cli() -> list[str]:
     return [sys.executable, "-m", "coordinator"]
 
 
 @dataclass
 class BenchEnv:
-    """One database (sqlite | postgres) and one log storage (local | s3), with the owner serving on them."""
+    """One database (sqlite | postgres) and one log storage (local | s3 | azure | gcs), with the owner serving on
+    them."""
 
     database: str = "postgres"
     storage: str = "local"
@@ -71,10 +88,19 @@ class BenchEnv:
     _procs: list[subprocess.Popen] = field(default_factory=list)
     _service: subprocess.Popen | None = None
     _pg_db: str = ""
+    cloud: Any = None  # azure | gcs: the harness's Backend (harness/world.py) for the emulator's container or bucket
+    _emulator: Any = None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
     def start(self) -> BenchEnv:
+        try:
+            return self._start()
+        except BaseException:
+            self.stop()  # the database, the emulator or moto started before the failure
+            raise
+
+    def _start(self) -> BenchEnv:
         from coordinator.store import migrate
 
         if self.database == "sqlite":
@@ -88,8 +114,10 @@ class BenchEnv:
         migrate(self.database_url)
         if self.storage == "s3":
             self._start_moto()
+        elif self.storage in EMULATED:
+            self._start_emulator()
         elif self.storage != "local":
-            raise ValueError(f"storage must be local or s3, not {self.storage!r}")
+            raise ValueError(f"storage must be local, s3, azure or gcs, not {self.storage!r}")
         (self.workdir / "warehouse").mkdir(exist_ok=True)
         self._start_service()
         return self
@@ -104,6 +132,9 @@ class BenchEnv:
                     p.kill()
                     p.wait()
         self._procs.clear()
+        if self._emulator is not None:
+            self._emulator.stop()
+            self._emulator = None
         if self._pg_db:
             self._pg_admin(f'DROP DATABASE IF EXISTS "{self._pg_db}" WITH (FORCE)')
             self._pg_db = ""
@@ -121,14 +152,34 @@ class BenchEnv:
     def location(self, name: str) -> str:
         if self.storage == "s3":
             return f"s3://{self.bucket}/warehouse/{name}"
+        if self.cloud is not None:
+            return f"{self.cloud.cloud_root}/warehouse/{name}"
         return "file://" + str(self.workdir / "warehouse" / name)
 
     def storage_options(self) -> dict[str, str]:
         """delta-rs options for the same storage (S3 with conditional PUT, as the owner uses)."""
+        if self.cloud is not None:
+            from harness.world import delta_rs_target
+
+            return delta_rs_target(self.cloud, self.location(""))[1] or {}
         if self.storage != "s3":
             return {}
         return {"AWS_ENDPOINT_URL": self.s3_endpoint, "AWS_ACCESS_KEY_ID": S3_KEY, "AWS_SECRET_ACCESS_KEY": S3_SECRET,
                 "AWS_REGION": "us-east-1", "AWS_ALLOW_HTTP": "true", "conditional_put": "etag"}
+
+    def fs_options(self) -> dict[str, Any] | None:
+        """The client's (fsspec) options for the same storage: what ``create_table`` and ``write_table`` take."""
+        if self.cloud is not None:
+            return dict(self.cloud.storage_options())
+        if self.storage == "s3":
+            return {"key": S3_KEY, "secret": S3_SECRET, "endpoint_url": self.s3_endpoint}
+        return None
+
+    def cloud_fs(self) -> Any:
+        """A fresh fsspec filesystem on the emulator (azure | gcs); paths on it are ``object_key`` of a URI."""
+        from client.storage import cloud_filesystem
+
+        return cloud_filesystem(self.location(""), self.fs_options())
 
     def s3fs(self) -> Any:
         import s3fs
@@ -187,6 +238,28 @@ class BenchEnv:
         self.bucket = "bench"
         self.s3fs().mkdir(self.bucket)
 
+    def _start_emulator(self) -> None:
+        """azurite or fake-gcs-server in the workdir, with a container or bucket of the bench's own."""
+        try:
+            from harness.emulators import AzuriteServer, FakeGcsServer, missing
+            from harness.world import Backend
+        except ImportError:
+            raise RuntimeError(f"--storage {self.storage} needs the repository's harness/ (not in the wheel): run "
+                               "the bench from a checkout (scripts/bench)") from None
+        why = missing(self.storage)
+        if why is not None:
+            raise RuntimeError(f"--storage {self.storage}: {why}")
+        emulator = (AzuriteServer if self.storage == "azure" else FakeGcsServer)(self.workdir)
+        emulator.start()
+        self._emulator = emulator
+        cloud = Backend(name="bench", database_url=self.database_url, storage=self.storage, tmp=self.workdir)
+        if isinstance(emulator, AzuriteServer):
+            cloud.azure_endpoint, cloud.azure_account, cloud.azure_key = emulator.endpoint, emulator.account, emulator.key
+            cloud.bucket = emulator.make_container()
+        else:
+            cloud.gcs_endpoint, cloud.bucket = emulator.endpoint, emulator.make_bucket()
+        self.cloud, self.bucket = cloud, cloud.bucket
+
     def restart_service(self, settings: str) -> None:
         """Stop the service and start it again, on the same database and storage, with ``settings``
         ("tuned" or "default"): the default-settings figures of the same world."""
@@ -218,6 +291,8 @@ class BenchEnv:
             "COMMIT_OWNER_MANAGED_LOCATION": self.location("managed"),  # catalog-managed tables (scenario 8)
             "COMMIT_OWNER_WORKERS": str(self.service_workers),
         }
+        if self.cloud is not None:  # the emulator's account or project and endpoint (harness/world.py)
+            env = {**self.cloud.env(), **env}
         if self.settings == "tuned":
             env.update({**TUNED, "COMMIT_OWNER_BACKFILL_BATCH_SIZE": str(self.backfill_batch_size)})
         if self.storage == "s3":

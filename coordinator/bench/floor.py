@@ -1,7 +1,8 @@
 """The physical floor: only the unavoidable work of one commit, done sequentially on the same machine.
 
 Per commit: one durable create of a file of the same size (exclusive create, write, fsync of the file
-and of its folder on local disk; a conditional PUT on S3), then one database transaction with the same
+and of its folder on local disk; a conditional PUT on S3, ``If-None-Match: *`` on azurite,
+``ifGenerationMatch=0`` on fake-gcs-server: fsspec's ``mode="create"`` on each), then one database transaction with the same
 conditional UPDATE of the table row and INSERT of the commit row the owner runs, on the owner's own
 database (a table row of its own). No HTTP, no JSON parsing, no pools, no backfill.
 
@@ -19,7 +20,15 @@ import time
 import uuid
 from typing import Any
 
-from client.contract.layout import COMMITS_DIR, commit_dir_uri, delta_file_name, local_path, log_dir, staged_file_name
+from client.contract.layout import (
+    COMMITS_DIR,
+    commit_dir_uri,
+    delta_file_name,
+    local_path,
+    log_dir,
+    object_key,
+    staged_file_name,
+)
 from coordinator.bench.env import BenchEnv
 from coordinator.bench.load import Clock, commit_body
 from coordinator.bench.stats import Sample
@@ -56,7 +65,7 @@ class FloorTable:
         location = env.location(f"floor-{self.table_id[:8]}")
         self.db = env.sync_db()
         self.update, self.insert = _sql(env, _UPDATE), _sql(env, _INSERT)
-        self.fs = env.s3fs() if env.storage == "s3" else None
+        self.fs = env.s3fs() if env.storage == "s3" else env.cloud_fs() if env.cloud is not None else None
         self.dir_fd = self.log_fd = -1
         try:
             if self.fs is None:
@@ -66,8 +75,8 @@ class FloorTable:
                 self.dir_fd = os.open(self.folder, os.O_RDONLY)
                 self.log_fd = os.open(self.log_folder, os.O_RDONLY)
             else:
-                self.folder = commit_dir_uri(location, COMMITS_DIR)[len("s3://"):]
-                self.log_folder = log_dir(location)[len("s3://"):]
+                self.folder = object_key(commit_dir_uri(location, COMMITS_DIR))
+                self.log_folder = object_key(log_dir(location))
             self.db.execute(_sql(env, _TABLE), (self.table_id, location))
         except BaseException:
             self.close()
@@ -96,7 +105,7 @@ class FloorTable:
         return s1 - s0 + time.perf_counter() - s2, s2 - s1
 
     def _create(self, folder: str, dir_fd: int, name: str, data: bytes) -> None:
-        """One durable create: exclusive create, write, fsync of the file and its folder (a conditional PUT on S3)."""
+        """One durable create: exclusive create, write, fsync of the file and its folder (a put-if-absent in a cloud)."""
         if self.fs is None:
             fd = os.open(f"{folder}/{name}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
             try:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from coordinator.bench.env import storage_label
+
 
 def _cell(x: Any) -> str:
     if x is None:
@@ -16,7 +18,7 @@ def _cell(x: Any) -> str:
 def markdown(report: dict[str, Any]) -> str:
     o, m = report["options"], report["machine"]
     lines = [
-        f"Run of {report['started']} ({report['seconds']} s): {o['database']} + {o['storage']} storage, "
+        f"Run of {report['started']} ({report['seconds']} s): {o['database']} + {storage_label(o['storage'])} storage, "
         f"{o['duration']:g} s per scenario, service workers {report.get('service_workers', 1)}; "
         f"{m.get('cpus')} CPUs ({m.get('cpu', '?')}), "
         f"{m.get('memory_gib', '?')} GiB, Python {m.get('python')}.",
@@ -140,7 +142,7 @@ def chart(report: dict[str, Any], path: str) -> None:
     ax2.set_xlabel("operations per second")
     ax2.grid(True, axis="x", alpha=0.3)
     o = report["options"]
-    fig.suptitle(f"commit-owner bench: {o['database']} + {o['storage']}, {o['duration']:g} s per scenario "
+    fig.suptitle(f"commit-owner bench: {o['database']} + {storage_label(o['storage'])}, {o['duration']:g} s per scenario "
                  f"({report['started']})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)

@@ -14,7 +14,7 @@ from typing import Any
 
 from client.contract.layout import delta_file
 from coordinator.bench.cpu import CpuWindow
-from coordinator.bench.env import BenchEnv
+from coordinator.bench.env import BenchEnv, storage_label
 from coordinator.bench.load import BenchError, Driver, local_published, run_paced, run_readers, run_writers
 from coordinator.bench.stats import Sample, parse_counters, per_commit
 
@@ -93,7 +93,7 @@ class Bench:
 
         env = env or self.env
         assert env is not None
-        opts = ({"key": "bench", "secret": "bench", "endpoint_url": env.s3_endpoint} if env.storage == "s3" else None)
+        opts = env.fs_options()
         schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
         ids = []
         with CommitOwnerClient(env.endpoint) as c:
@@ -286,7 +286,7 @@ class Bench:
         self.env = env = BenchEnv(database=o.database, storage=o.storage, pg_url=o.pg_url,
                                   backfill_batch_size=o.backfill_batch_size, keep_workdir=o.keep_workdir, workers=o.workers)
         started = time.time()
-        self.say(f"bench: {o.database} + {o.storage}, {o.duration:g} s per scenario, service workers "
+        self.say(f"bench: {o.database} + {storage_label(o.storage)}, {o.duration:g} s per scenario, service workers "
                  f"{self.env.service_workers}, workdir {self.env.workdir}")
         with self.env:
             await self._warm_up()
@@ -405,6 +405,12 @@ class Bench:
                 "seconds": round(time.time() - started, 1), "service_workers": self.env.service_workers,
                 "results": self.results, "growth": grown, "targets": ui.targets(self.results), "openRatios": {},
                 "consistency": {"tables": 0, "violations": []}}
+
+
+#: The scenarios the bench runs on an emulator (coordinator/bench/env.py ``EMULATED``): the floors, one writer,
+#: racing writers, many tables (with its readers) and delta-rs beside them. The others read or write storage
+#: through code written for local disk and S3 only.
+EMULATOR_SCENARIOS = (0, 1, 2, 3, 4)
 
 
 class BenchCheckError(BenchError):

@@ -13,8 +13,10 @@ import click
 @click.command()
 @click.option("--database", type=click.Choice(["postgres", "sqlite"]), default="postgres", show_default=True,
               help="Ownership store the bench's own service runs on.")
-@click.option("--storage", type=click.Choice(["local", "s3"]), default="local", show_default=True,
-              help="Log storage: a local folder, or S3 through a moto server the bench starts.")
+@click.option("--storage", type=click.Choice(["local", "s3", "azure", "gcs"]), default="local", show_default=True,
+              help="Log storage: a local folder, S3 through a moto server the bench starts, or Azure Blob / GCS "
+                   "on azurite / fake-gcs-server (emulator figures; scenarios 0-4 only; needs the repository's "
+                   "harness/ and `make install-emulators`).")
 @click.option("--pg-url", default="postgresql://postgres@127.0.0.1:5432/postgres", show_default=True,
               help="PostgreSQL server where the bench creates (and drops) its database.")
 @click.option("--smoke", is_flag=True, help="Seconds, not minutes: short scenarios, small growth (for CI).")
@@ -54,7 +56,8 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
     Exit status 1 when a table's latest version differs from the commits acknowledged to the bench.
     """
     from coordinator.bench import report as rep
-    from coordinator.bench.runner import Bench, BenchCheckError, BenchOptions
+    from coordinator.bench.env import EMULATED
+    from coordinator.bench.runner import EMULATOR_SCENARIOS, Bench, BenchCheckError, BenchOptions
 
     kw: dict = dict(database=database, storage=storage, pg_url=pg_url, deltars=not no_deltars,
                     default_settings=not no_default_settings, backfill_batch_size=backfill_batch_size,
@@ -85,6 +88,16 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
                                      param_hint="--only") from None
         if not kw["only"] or not all(0 <= n <= 11 for n in kw["only"]):
             raise click.BadParameter("scenario numbers are 0 to 11", param_hint="--only")
+    if storage in EMULATED and not only_ui:
+        runs = kw.get("only") or EMULATOR_SCENARIOS
+        if not set(runs) <= set(EMULATOR_SCENARIOS):
+            raise click.BadParameter(
+                f"--storage {storage} runs scenarios {', '.join(map(str, EMULATOR_SCENARIOS))} only, not "
+                f"{', '.join(str(n) for n in runs if n not in EMULATOR_SCENARIOS)}", param_hint="--only")
+        kw["only"] = tuple(runs)
+    if storage == "gcs" and not no_deltars:
+        raise click.BadParameter("delta-rs cannot write to fake-gcs-server (its uploads use the XML API's object PUT, "
+                                 "which the emulator lacks): add --no-deltars", param_hint="--storage gcs")
     if tx_sizes is not None:
         try:
             kw["tx_sizes"] = tuple(int(x) for x in tx_sizes.split(",") if x.strip() and int(x) != 0)

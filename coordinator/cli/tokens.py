@@ -143,8 +143,9 @@ def deny_statement(token_id: str) -> dict[str, Any]:
 def tokens_revoke(token_id: str, as_json: bool, config: str | None, **overrides: Any) -> None:
     """Revoke a token at once (requests with it get 401 from then on).
 
-    Credentials vended to the token before stay valid until they expire (at most vend_duration_seconds after
-    they were issued): the command lists them and, for S3 ones, prints the IAM statement that ends them now.
+    Credentials vended to the token before stay valid until they expire (S3 and Azure: at most
+    vend_duration_seconds after they were issued; GCS: the owner's token's life): the command lists them and,
+    for S3 ones, prints the IAM statement that ends them now.
     """
     from coordinator.store.vended import VendedStore
 
@@ -177,6 +178,14 @@ def tokens_revoke(token_id: str, as_json: bool, config: str | None, **overrides:
         click.echo(f"The owner cannot revoke an STS session. To end the S3 ones now, add this statement to the "
                    f"policy of {role} (docs/security.md):", err=True)
         click.echo(json.dumps(report["s3DenyStatement"]), err=True)
+    kinds = {v.kind for v in outstanding}
+    if "azure" in kinds:
+        click.echo("No single Azure SAS can be ended: rotating the account key ends every service SAS it signed, "
+                   "revoking the account's user delegation keys every user-delegation SAS (docs/security.md).",
+                   err=True)
+    if "gcs" in kinds:
+        click.echo("A downscoped GCS token cannot be ended: it lives until the owner's own token it came from "
+                   "expires (docs/security.md).", err=True)
 
 
 @tokens.command("list")

@@ -4,12 +4,14 @@ The facade's ``POST /temporary-table-credentials`` and ``/temporary-path-credent
 handler has checked the caller's token. For S3 the owner calls STS ``AssumeRole`` on ``vend_role_arn``
 with an inline session policy built by :func:`session_policy`; AWS grants the intersection of the role's
 own policies and that document, so the role may be broad and the credentials still open one prefix.
-A ``file://`` location has no secret to vend: the reply carries ``expiration_time`` and ``url`` only,
-as Unity Catalog OSS answers.
+An ``abfss://`` location gets a SAS (``vending_azure.py``), a ``gs://`` one a downscoped OAuth token
+(``vending_gcs.py``). A ``file://`` location has no secret to vend: the reply carries ``expiration_time`` and
+``url`` only, as Unity Catalog OSS answers.
 
-What a write credential never opens: the files the owner alone writes below ``_delta_log`` (every
+What an S3 or GCS write credential never opens: the files the owner alone writes below ``_delta_log`` (every
 versioned file, the checkpoint hint, sidecars, the ``/api/v1`` commit folder). A writer stages its
-commits in ``_delta_log/_staged_commits/`` and the owner ratifies and publishes them.
+commits in ``_delta_log/_staged_commits/`` and the owner ratifies and publishes them. An Azure SAS cannot
+say "except": a write SAS opens them too (docs/security.md, decision 72).
 """
 
 from __future__ import annotations
@@ -19,24 +21,16 @@ import dataclasses
 import json
 import logging
 import time
-from typing import Any, Literal
+from typing import Any
 
 from client.contract.errors import InvalidArgumentError, UnavailableError
-from client.contract.layout import (
-    COMMITS_DIR,
-    LAST_CHECKPOINT,
-    LOG_DIR,
-    SIDECARS_DIR,
-    VERSIONED_NAME_START,
-    is_local,
-    normalize_location,
-)
+from client.contract.layout import is_local, normalize_location, split_cloud
+from coordinator.core.vending_rules import Access, owner_only_keys
 from coordinator.runtime.settings import Settings
 from coordinator.store.vended import VendedStore
 
 log = logging.getLogger("commit_owner.vending")
 
-Access = Literal["read", "write", "create"]
 # Unity Catalog's operation names -> what the credential may do, and the token action it needs.
 TABLE_OPERATIONS: dict[str, tuple[Access, str]] = {"READ": ("read", "read"), "READ_WRITE": ("write", "commit")}
 PATH_OPERATIONS: dict[str, tuple[Access, str]] = {"PATH_READ": ("read", "read"),
@@ -46,13 +40,6 @@ PATH_OPERATIONS: dict[str, tuple[Access, str]] = {"PATH_READ": ("read", "read"),
 DELTA_PATH_OPERATIONS = {"READ": PATH_OPERATIONS["PATH_READ"], "READ_WRITE": PATH_OPERATIONS["PATH_READ_WRITE"]}
 # STS refuses a packed session policy above 2048 characters.
 POLICY_LIMIT = 2048
-
-
-def owner_only_keys(key: str) -> list[str]:
-    """The key patterns below a table's ``_delta_log`` that no vended credential may write or delete."""
-    log_prefix = f"{key}/{LOG_DIR}/"
-    return [log_prefix + VERSIONED_NAME_START + "*", log_prefix + LAST_CHECKPOINT,
-            log_prefix + SIDECARS_DIR + "/*", log_prefix + COMMITS_DIR + "/*"]
 
 
 def split_s3(location: str) -> tuple[str, str]:
@@ -96,11 +83,29 @@ class Vended:
     url: str
     expiration_ms: int
     aws: dict[str, str] | None = None
+    azure_sas: str | None = None  # a SAS token (query string without "?")
+    gcs_token: str | None = None  # a downscoped OAuth 2.0 access token
+
+    @property
+    def kind(self) -> str:
+        """What the credential is, as the ledger, the metric and the log name it."""
+        if self.aws is not None:
+            return "s3"
+        if self.azure_sas is not None:
+            return "azure"
+        if self.gcs_token is not None:
+            return "gcs"
+        return "local"
 
     def to_json(self) -> dict[str, Any]:
+        """Unity Catalog's TemporaryCredentials shape."""
         out: dict[str, Any] = {"expiration_time": self.expiration_ms, "url": self.url}
         if self.aws is not None:
             out["aws_temp_credentials"] = self.aws
+        if self.azure_sas is not None:  # UC's one Azure field, a user-delegation or a service SAS alike
+            out["azure_user_delegation_sas"] = {"sas_token": self.azure_sas}
+        if self.gcs_token is not None:
+            out["gcp_oauth_token"] = {"oauth_token": self.gcs_token}
         return out
 
 
@@ -125,18 +130,28 @@ class CredentialVendor:
     async def vend(self, location: str, access: Access, *, session_name: str, token_id: str = "-",
                    operation: str = "") -> Vended:
         """Credentials for ``location``, remembered in the ledger with ``token_id`` before they are handed out.
-        Raises InvalidArgumentError when S3 vending is not configured, UnavailableError when STS fails or the
-        ledger cannot record them (then nobody gets them)."""
+        Raises InvalidArgumentError when the location's cloud has no vending configured, UnavailableError when
+        the cloud's token service fails or the ledger cannot record them (then nobody gets them)."""
         vended = await self._vend(normalize_location(location), access, session_name)
         if self.ledger is not None:
-            await self.ledger.record(token_id, vended.url, operation or access, "s3" if vended.aws else "local",
-                                     vended.expiration_ms)
+            await self.ledger.record(token_id, vended.url, operation or access, vended.kind, vended.expiration_ms)
         return vended
 
     async def _vend(self, location: str, access: Access, session_name: str) -> Vended:
         duration = self.settings.vend_duration_seconds
         if is_local(location):
             return Vended(location, int((time.time() + duration) * 1000))
+        scheme = split_cloud(location).scheme
+        if scheme == "abfss":
+            from coordinator.core.vending_azure import azure_sas
+
+            sas, expires_ms = await azure_sas(self.settings, location, access)
+            return Vended(location, expires_ms, azure_sas=sas)
+        if scheme == "gs":
+            from coordinator.core.vending_gcs import downscoped_token
+
+            token, expires_ms = await downscoped_token(self.settings, location, access)
+            return Vended(location, expires_ms, gcs_token=token)
         if not self.settings.vend_role_arn:
             raise InvalidArgumentError(
                 "this owner vends no S3 credentials: set vend_role_arn (--vend-role-arn / "

@@ -122,7 +122,7 @@ class Metrics:
                                        "Ownership-store transactions ended, by how they ended.", ["end"], registry=r)
         self.credentials_issued = Counter("commit_owner_credentials_issued",
                                           "Storage credentials vended (temporary table/path credentials), by Unity "
-                                          "Catalog operation and kind (s3 or local: no secret).",
+                                          "Catalog operation and kind (s3, azure, gcs, or local: no secret).",
                                           ["operation", "kind"], registry=r)
         self.metrics_reports = Counter("commit_owner_delta_metrics_reports",
                                        "Commit metrics reports received through the Delta REST Catalog API, by kind.",

@@ -8,8 +8,10 @@ Each :class:`Setting` drives a command-line flag (``--name``), an environment va
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +20,28 @@ import tomllib
 from client.contract.layout import COMMIT_DIRS, COMMITS_DIR
 
 ENV_PREFIX = "COMMIT_OWNER_"
+
+
+def sas_expiry(sas: str) -> datetime | None:
+    """The expiry (``se=``) of an Azure SAS token, None when it has none or none readable."""
+    for part in sas.lstrip("?").split("&"):
+        name, _, value = part.partition("=")
+        if name == "se":
+            text = urllib.parse.unquote(value).replace("Z", "+00:00")
+            try:
+                ends = datetime.fromisoformat(text)
+            except ValueError:
+                return None
+            return ends if ends.tzinfo else ends.replace(tzinfo=timezone.utc)
+    return None
+
+
+def _connection_sas(connection_string: str) -> str:
+    for part in connection_string.split(";"):
+        name, _, value = part.partition("=")
+        if name.strip() == "SharedAccessSignature":
+            return value
+    return ""
 
 
 def _bool(v: Any) -> bool:
@@ -90,7 +114,8 @@ class Settings:
         secret=True)
     azure_sas_token: str = setting(
         "",
-        "A SAS token the owner signs its requests with instead of a key (it then vends no Azure credentials).",
+        "A SAS token the owner signs its requests with instead of a key (it then vends no Azure credentials); "
+        "refused at start once its expiry (se=) has passed.",
         secret=True)
     azure_connection_string: str = setting(
         "",
@@ -105,6 +130,11 @@ class Settings:
         "Sign with the owner's Entra identity (azure-identity's DefaultAzureCredential: managed identity, "
         "workload identity, environment) and vend user-delegation SAS; no key needed.",
         parse=_bool)
+    azure_vend_scope: str = setting(
+        "directory",
+        "What a vended Azure SAS opens: directory (sr=d: the table's folder only; needs a hierarchical-namespace "
+        "account, ADLS Gen2) or container (sr=c: the whole container, for flat-namespace accounts and azurite; "
+        "keep one table per container then). docs/security.md.")
     gcs_project: str = setting(
         "",
         "Google Cloud project of the owner's gs:// buckets (empty = the credentials' own).")
@@ -348,6 +378,14 @@ class Settings:
             raise ValueError("max_body_bytes must be >= 1024")
         if self.auth not in ("none", "tokens"):
             raise ValueError(f"auth must be tokens or none, got {self.auth!r}")
+        if self.azure_vend_scope not in ("directory", "container"):
+            raise ValueError(f"azure_vend_scope must be directory or container, got {self.azure_vend_scope!r}")
+        for name, sas in (("azure_sas_token", self.azure_sas_token),
+                          ("azure_connection_string", _connection_sas(self.azure_connection_string))):
+            ends = sas_expiry(sas)
+            if ends is not None and ends <= datetime.now(timezone.utc):
+                raise ValueError(f"the SAS in {name} / {ENV_PREFIX}{name.upper()} expired at "
+                                 f"{ends.isoformat()} (its se=): give one that is still valid")
         if not 900 <= self.vend_duration_seconds <= 43200:
             raise ValueError("vend_duration_seconds must be between 900 and 43200 (STS limits)")
         if self.get_commits_page_size < 1:

@@ -23,7 +23,7 @@ class VendedRow:
     token_id: str
     location: str
     operation: str
-    kind: str  # s3 | local
+    kind: str  # s3 | azure | gcs | local
     issued_at: int
     expires_at: int
 

@@ -20,8 +20,8 @@ from tests.lifecycle.matrix import QUIET
 from tests.security.conftest import db_state
 from tests.support import Backend, actions, delta_file, ndjson
 from tests.test_conflicts import (  # noqa: F401  (collected here, on the cloud backends)
-    test_the_loser_of_a_race_is_told_exactly_the_commits_it_has_not_seen,
     test_racing_python_writers_rebase_on_the_carried_commits_and_land_once_each,
+    test_the_loser_of_a_race_is_told_exactly_the_commits_it_has_not_seen,
 )
 from tests.test_contract import (  # noqa: F401
     test_backfill_to_unratified_version_is_invalid_argument,

@@ -8,13 +8,13 @@ import os
 import uuid
 from typing import Any
 
-import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from client import CommitOwnerClient
 from client.contract.delta_log import commit_info, now_ms
 from client.snapshot import load_snapshot
+from client.storage import DataFiles
 
 
 def rows(ids: list[int]) -> pa.Table:
@@ -29,7 +29,7 @@ SCHEMA = {"type": "struct", "fields": [
 
 def append_through_owner(client: CommitOwnerClient, location: str, ids: list[int], *,
                          version: int | None = None, storage_options: dict[str, Any] | None = None) -> int:
-    """Write one Parquet file into the table folder (a path, ``file://`` or ``s3://``, through fsspec) and commit
+    """Write one Parquet file into the table folder (a path or any location's URI, through the client's storage) and commit
     its ``add`` through the owner; returns the version."""
     snap = load_snapshot(location, client=client, storage_options=storage_options)
     assert snap.owner is not None and snap.owner.table_id
@@ -37,8 +37,7 @@ def append_through_owner(client: CommitOwnerClient, location: str, ids: list[int
     name = f"part-{uuid.uuid4()}.parquet"
     buf = io.BytesIO()
     pq.write_table(rows(ids), buf)
-    with fsspec.open(f"{snap.location}/{name}", "wb", **(storage_options or {})) as f:
-        f.write(buf.getvalue())
+    DataFiles(snap.location, storage_options).put(name, buf.getvalue())
     ict = max(now_ms(), (snap.in_commit_timestamp or 0) + 1)
     actions: list[dict[str, Any]] = [
         commit_info("WRITE", in_commit_timestamp=ict, read_version=snap.version, parameters={"mode": "Append"}),

@@ -21,8 +21,18 @@ AWS_KEYS = {"access_key_id": "s3.access-key-id", "secret_access_key": "s3.secret
             "session_token": "s3.session-token"}
 
 
-def _reply(vended: Vended, operation: str) -> dict[str, Any]:
+def config_of(vended: Vended) -> dict[str, str]:
+    """The credential as this API's ``config`` keys (strings, expiries in ms as text)."""
     config = {AWS_KEYS[k]: v for k, v in (vended.aws or {}).items() if k in AWS_KEYS}
+    if vended.azure_sas is not None:
+        config |= {"azure.sas-token": vended.azure_sas, "azure.sas-token-expires-at-ms": str(vended.expiration_ms)}
+    if vended.gcs_token is not None:
+        config |= {"gcs.oauth-token": vended.gcs_token, "gcs.oauth-token-expires-at-ms": str(vended.expiration_ms)}
+    return config
+
+
+def _reply(vended: Vended, operation: str) -> dict[str, Any]:
+    config = config_of(vended)
     prefix = vended.url.rstrip("/") + "/"
     return {"storage-credentials": [{"prefix": prefix, "operation": operation,
                                      "expiration-time-ms": vended.expiration_ms, "config": config}]}
