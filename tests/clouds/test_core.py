@@ -14,6 +14,7 @@ import uuid
 
 import pytest
 
+from client.contract.layout import split_cloud
 from tests.conftest import make_backend
 from tests.inprocess import InProcess
 from tests.lifecycle.matrix import QUIET
@@ -64,3 +65,34 @@ async def test_a_foreign_delta_file_fences_the_table_and_is_never_overwritten(
         assert after == before
     finally:
         await app.stop()
+
+
+async def test_two_spellings_of_one_location_are_one_table_and_bad_ones_change_nothing(inproc: InProcess) -> None:
+    s = inproc
+    loc = s.backend.new_location()
+    p = split_cloud(loc)
+    if p.scheme == "abfss":  # the Blob host, the https:// form: the same table as the canonical spelling
+        other = [f"wasbs://{p.bucket}@{p.account}.blob.core.windows.net/{p.key}/",
+                 f"https://{p.account}.blob.core.windows.net/{p.bucket}/{p.key}"]
+        bad = [f"az://{p.bucket}/{p.key}-x",  # no account
+               f"abfss://{p.bucket}@otheraccount1.dfs.core.windows.net/{p.key}-x"]  # not the owner's account
+    else:
+        other = [f"gcs://{p.bucket}/{p.key}/"]
+        bad = [f"gs://{p.bucket}-missing/{p.key}-x"]  # no such bucket
+    status, first = await s.register(loc)
+    assert status == 201, first
+    before = (await asyncio.to_thread(db_state, s.backend.database_url),
+              await asyncio.to_thread(s.backend.snapshot, loc))
+    for spelling in other:
+        status, reply = await s.register(spelling)
+        assert status == 409 and reply["error"]["code"] == "TABLE_ALREADY_EXISTS", (spelling, reply)
+    for spelling in bad:
+        status, reply = await s.register(spelling)
+        # spelled wrong: 400; another account or bucket than the allowed root's: 403 (tests/clouds/test_storage_seam.py
+        # refuses an unknown container or bucket below an allowed root)
+        assert (status, reply["error"]["code"]) in {(400, "INVALID_ARGUMENT"), (403, "LOCATION_NOT_ALLOWED")}, \
+            (spelling, reply)
+        assert reply["error"]["message"], reply
+    after = (await asyncio.to_thread(db_state, s.backend.database_url),
+             await asyncio.to_thread(s.backend.snapshot, loc))
+    assert after == before

@@ -128,6 +128,37 @@ def test_locations_are_normalized() -> None:
             normalize_location(bad)
 
 
+@pytest.mark.parametrize("spelling", [
+    "abfss://ct1@acct1.dfs.core.windows.net/t/x",
+    "abfs://ct1@acct1.dfs.core.windows.net/t/x/",
+    "ABFSS://CT1@ACCT1.DFS.CORE.WINDOWS.NET/t/./x",
+    "az://ct1@acct1.blob.core.windows.net/t/y/../x",
+    "wasbs://ct1@acct1.blob.core.windows.net/t/x",
+    "https://acct1.blob.core.windows.net/ct1/t/x",
+    "https://acct1.dfs.core.windows.net/ct1/t/x",
+])
+def test_every_azure_spelling_is_one_table(spelling: str) -> None:
+    assert normalize_location(spelling) == "abfss://ct1@acct1.dfs.core.windows.net/t/x"
+
+
+def test_gcs_spellings_are_one_table() -> None:
+    assert normalize_location("gcs://Bkt_1/t/x/") == normalize_location("gs://bkt_1/t/x") == "gs://bkt_1/t/x"
+
+
+@pytest.mark.parametrize(("bad", "why"), [
+    ("az://ct1/t/x", "must name the storage account"),  # delta-rs's account-less spelling: name the account
+    ("abfss://ct1@acct1.example.com/t/x", "is not <account>.dfs.core.windows.net"),
+    ("abfss://c@acct1.dfs.core.windows.net/t", "container name 'c' is not valid"),
+    ("abfss://c--t@acct1.dfs.core.windows.net/t", "container name 'c--t' is not valid"),
+    ("abfss://ct1@acct1.dfs.core.windows.net/", "need a prefix below the container"),
+    ("gs://bk/t", "bucket name 'bk' is not valid"),
+    ("gs://bucket-only", "need a prefix below the bucket"),
+])
+def test_bad_cloud_locations_name_what_is_wrong(bad: str, why: str) -> None:
+    with pytest.raises(InvalidArgumentError, match=why):
+        normalize_location(bad)
+
+
 def _race(storage: LogStorage, n: int = 8) -> list[int]:
     winners: list[int] = []
     barrier = threading.Barrier(n)
