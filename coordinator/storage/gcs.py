@@ -18,13 +18,16 @@ import errno
 import time
 from typing import Any
 
-from client.contract.layout import object_key, split_cloud
+from client.contract.layout import split_cloud
 from coordinator.runtime.settings import Settings
-from coordinator.storage.base import FileInfo, StorageBackend, no_such_container
+from coordinator.storage.base import FileInfo, no_such_container
+from coordinator.storage.object_store import FsspecObjectStorage
 
 NO_CREDENTIALS = ("no Google Cloud credentials: set COMMIT_OWNER_GCS_CREDENTIALS_FILE (a service-account key file) or "
                   "COMMIT_OWNER_GCS_TOKEN, or GOOGLE_APPLICATION_CREDENTIALS, or run with a service account "
                   "(gcloud auth application-default login, or on Google Cloud)")
+
+
 def credentials_source(settings: Settings) -> Any:
     """What gcsfs signs with: the key file, the token, ``"anon"`` against an emulator endpoint with neither, else
     None (gcsfs looks in the environment: GOOGLE_APPLICATION_CREDENTIALS, gcloud's, the metadata server)."""
@@ -57,13 +60,9 @@ def credentials_found(settings: Settings) -> bool:
     return True
 
 
-def _path(uri: str) -> str:
-    assert uri.startswith("gs://"), uri
-    return object_key(uri)
-
-
-class GcsStorage(StorageBackend):
+class GcsStorage(FsspecObjectStorage):
     scheme = "gs"
+    store = "Cloud Storage"
 
     def __init__(self, settings: Settings) -> None:
         timeout = settings.request_timeout_seconds if settings.request_timeout_seconds > 0 else 30.0
@@ -100,23 +99,14 @@ class GcsStorage(StorageBackend):
         fs = await self._get()
         try:
             # chunksize above the size: gcsfs's one-request upload, never its resumable one (see above)
-            await fs._pipe_file(_path(uri), data, mode="create", chunksize=len(data) + 1)
+            await fs._pipe_file(self._path(uri), data, mode="create", chunksize=len(data) + 1)
         except FileExistsError:  # 412: gcsfs says so itself
             raise FileExistsError(errno.EEXIST, "object exists", uri) from None
         except Exception as e:
             if _status(e) == 412:
                 raise FileExistsError(errno.EEXIST, "object exists", uri) from None
-            raise _as_oserror(e) from e
+            raise self._error(e) from e
         return FileInfo(path=uri, size=len(data), modification_time=int(time.time() * 1000))
-
-    async def read(self, uri: str) -> bytes:
-        fs = await self._get()
-        try:
-            return bytes(await fs._cat_file(_path(uri)))
-        except FileNotFoundError:
-            raise
-        except Exception as e:
-            raise _as_oserror(e) from e
 
     async def exists(self, uri: str) -> bool:
         try:
@@ -135,48 +125,14 @@ class GcsStorage(StorageBackend):
         except FileNotFoundError:
             raise
         except Exception as e:
-            raise _as_oserror(e) from e
-
-    async def delete(self, uri: str) -> None:
-        fs = await self._get()
-        try:
-            await fs._rm_file(_path(uri))
-        except FileNotFoundError:
-            pass
-        except Exception as e:
-            raise _as_oserror(e) from e
-
-    async def list_names(self, dir_uri: str) -> list[str]:
-        fs = await self._get()
-        try:
-            entries = await fs._ls(_path(dir_uri).rstrip("/"), detail=True, refresh=True)
-        except FileNotFoundError:
-            return []
-        except Exception as e:
-            raise _as_oserror(e) from e
-        return [e["name"].rsplit("/", 1)[-1] for e in entries if e.get("type") == "file"]
+            raise self._error(e) from e
 
     async def info(self, uri: str) -> FileInfo:
         d = await self._object(uri)
-        return FileInfo(path=uri, size=int(d.get("size", 0)), modification_time=_millis(d.get("updated")))
+        return FileInfo(path=uri, size=int(d.get("size", 0)), modification_time=self._mtime(d))
 
-    async def replace(self, uri: str, data: bytes) -> None:
-        fs = await self._get()
-        try:  # a new generation of the object replaces the old at once
-            await fs._pipe_file(_path(uri), data)
-        except Exception as e:
-            raise _as_oserror(e) from e
-
-    async def walk(self, dir_uri: str) -> list[FileInfo]:
-        fs = await self._get()
-        try:
-            found = await fs._find(_path(dir_uri).rstrip("/"), detail=True, withdirs=False)
-        except FileNotFoundError:
-            return []
-        except Exception as e:
-            raise _as_oserror(e) from e
-        return [FileInfo(path="gs://" + key, size=int(d.get("size", 0)), modification_time=_millis(d.get("updated")))
-                for key, d in found.items() if d.get("type") == "file"]
+    def _mtime(self, entry: dict[str, Any]) -> int:
+        return _millis(entry.get("updated"))
 
     async def check_container(self, location: str) -> None:
         fs = await self._get()
@@ -187,7 +143,7 @@ class GcsStorage(StorageBackend):
         except FileNotFoundError:
             raise no_such_container(location) from None
         except Exception as e:
-            raise _as_oserror(e) from e
+            raise self._error(e) from e
 
     async def ping(self) -> None:
         fs = await self._get()
@@ -197,7 +153,7 @@ class GcsStorage(StorageBackend):
             # Signed and answered, only not allowed to list buckets (or no project given): reachable.
             if _status(e) in (400, 403) or isinstance(e, ValueError) or str(e).startswith("Forbidden"):
                 return
-            raise _as_oserror(e) from e
+            raise self._error(e) from e
 
     async def close(self) -> None:
         fs, self._fs = self._fs, None
@@ -220,8 +176,3 @@ def _millis(stamp: Any) -> int:
             pass
     return int(time.time() * 1000)
 
-
-def _as_oserror(e: BaseException) -> OSError:
-    if isinstance(e, OSError):
-        return e
-    return OSError(errno.EIO, f"Cloud Storage error: {type(e).__name__}: {e}")

@@ -11,7 +11,8 @@ import time
 from typing import Any
 
 from client.contract.layout import lost_put_if_absent, split_cloud
-from coordinator.storage.base import FileInfo, StorageBackend, no_such_container
+from coordinator.storage.base import FileInfo, no_such_container
+from coordinator.storage.object_store import FsspecObjectStorage
 
 NO_CREDENTIALS = ("no S3 credentials: set COMMIT_OWNER_S3_ACCESS_KEY_ID and COMMIT_OWNER_S3_SECRET_ACCESS_KEY (or "
                   "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, AWS_PROFILE, or run with an instance or task role)")
@@ -25,13 +26,9 @@ async def credentials_found() -> bool:
     return await AioSession().get_credentials() is not None
 
 
-def _split(uri: str) -> str:
-    assert uri.startswith("s3://"), uri
-    return uri[len("s3://"):]
-
-
-class S3Storage(StorageBackend):
+class S3Storage(FsspecObjectStorage):
     scheme = "s3"
+    store = "S3"
 
     def __init__(
         self,
@@ -74,84 +71,36 @@ class S3Storage(StorageBackend):
     async def put_if_absent(self, uri: str, data: bytes) -> FileInfo:
         fs = await self._get()
         try:
-            await fs._pipe_file(_split(uri), data, mode="create")
+            await fs._pipe_file(self._path(uri), data, mode="create")
         except Exception as e:  # s3fs maps 412 to FileExistsError or to a generic OSError
             if lost_put_if_absent(e):
                 raise FileExistsError(errno.EEXIST, "object exists", uri) from None
-            raise _as_oserror(e) from e
+            raise self._error(e) from e
         return FileInfo(path=uri, size=len(data), modification_time=int(time.time() * 1000))
-
-    async def read(self, uri: str) -> bytes:
-        fs = await self._get()
-        try:
-            return bytes(await fs._cat_file(_split(uri)))
-        except FileNotFoundError:
-            raise
-        except Exception as e:
-            raise _as_oserror(e) from e
 
     async def exists(self, uri: str) -> bool:
         fs = await self._get()
         try:
-            await fs._info(_split(uri))
+            await fs._info(self._path(uri))
             return True
         except FileNotFoundError:
             return False
         except Exception as e:
-            raise _as_oserror(e) from e
-
-    async def delete(self, uri: str) -> None:
-        fs = await self._get()
-        try:
-            await fs._rm_file(_split(uri))
-        except FileNotFoundError:
-            pass
-        except Exception as e:
-            raise _as_oserror(e) from e
-
-    async def list_names(self, dir_uri: str) -> list[str]:
-        fs = await self._get()
-        try:
-            entries = await fs._ls(_split(dir_uri).rstrip("/"), detail=True, refresh=True)
-        except FileNotFoundError:
-            return []
-        except Exception as e:
-            raise _as_oserror(e) from e
-        return [e["name"].rsplit("/", 1)[-1] for e in entries if e.get("type") == "file"]
+            raise self._error(e) from e
 
     async def info(self, uri: str) -> FileInfo:
         fs = await self._get()
         try:
-            d = await fs._info(_split(uri), refresh=True)
+            d = await fs._info(self._path(uri), refresh=True)
         except FileNotFoundError:
             raise
         except Exception as e:
-            raise _as_oserror(e) from e
-        lm = d.get("LastModified")
-        mtime = int(lm.timestamp() * 1000) if lm is not None else int(time.time() * 1000)
-        return FileInfo(path=uri, size=int(d.get("size", 0)), modification_time=mtime)
+            raise self._error(e) from e
+        return FileInfo(path=uri, size=int(d.get("size", 0)), modification_time=self._mtime(d))
 
-    async def replace(self, uri: str, data: bytes) -> None:
-        fs = await self._get()
-        try:
-            await fs._pipe_file(_split(uri), data)  # a PUT replaces the whole object at once
-        except Exception as e:
-            raise _as_oserror(e) from e
-
-    async def walk(self, dir_uri: str) -> list[FileInfo]:
-        fs = await self._get()
-        try:
-            found = await fs._find(_split(dir_uri).rstrip("/"), detail=True, withdirs=False)
-        except FileNotFoundError:
-            return []
-        except Exception as e:
-            raise _as_oserror(e) from e
-        out = []
-        for key, d in found.items():
-            lm = d.get("LastModified")
-            mtime = int(lm.timestamp() * 1000) if lm is not None else int(time.time() * 1000)
-            out.append(FileInfo(path="s3://" + key, size=int(d.get("size", 0)), modification_time=mtime))
-        return out
+    def _mtime(self, entry: dict[str, Any]) -> int:
+        lm = entry.get("LastModified")
+        return int(lm.timestamp() * 1000) if lm is not None else int(time.time() * 1000)
 
     async def check_container(self, location: str) -> None:
         fs = await self._get()
@@ -160,14 +109,14 @@ class S3Storage(StorageBackend):
         except FileNotFoundError:
             raise no_such_container(location) from None
         except Exception as e:
-            raise _as_oserror(e) from e
+            raise self._error(e) from e
 
     async def ping(self) -> None:
         fs = await self._get()
         try:
             await fs._call_s3("list_buckets")
         except Exception as e:
-            raise _as_oserror(e) from e
+            raise self._error(e) from e
 
     async def close(self) -> None:
         fs, self._fs = self._fs, None
@@ -176,8 +125,3 @@ class S3Storage(StorageBackend):
             if s3 is not None:
                 await s3.__aexit__(None, None, None)
 
-
-def _as_oserror(e: BaseException) -> OSError:
-    if isinstance(e, OSError):
-        return e
-    return OSError(errno.EIO, f"S3 error: {type(e).__name__}: {e}")
