@@ -15,6 +15,7 @@ import pytest_asyncio
 
 from tests.conftest import make_backend
 from tests.inprocess import InProcess
+from tests.lifecycle.conftest import module_app
 from tests.lifecycle.matrix import Place
 from tests.support import Backend, Service
 
@@ -50,13 +51,8 @@ async def inproc(cloud_backend: Backend) -> AsyncIterator[InProcess]:
 async def lifecycle_app(request: pytest.FixtureRequest) -> AsyncIterator[InProcess]:
     """The lifecycle matrix's app (tests/lifecycle/matrix.py) on each cloud backend, a database and container or
     bucket of this module's own."""
-    from tests.lifecycle.matrix import QUIET
-
-    db, storage = request.param.split("-")
-    module = request.module.__name__.rsplit(".", 1)[-1]
-    app = await InProcess.start(make_backend(request, db, storage, f"{module}-{request.param}"), QUIET)
-    yield app
-    await app.stop()
+    async for app in module_app(request):
+        yield app
 
 
 @pytest.fixture

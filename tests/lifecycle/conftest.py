@@ -123,14 +123,21 @@ def owner(lifecycle_service: str) -> Iterator[Any]:
         yield c
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="session", params=[f"{d}-{s}" for d, s in BACKENDS])
-async def lifecycle_app(request: pytest.FixtureRequest) -> AsyncIterator[InProcess]:
-    """The owner in this process on every backend, with a database and bucket of this module's own."""
+async def module_app(request: pytest.FixtureRequest) -> AsyncIterator[InProcess]:
+    """The owner in this process on the backend ``request.param`` names (``<db>-<storage>``), with a database and
+    bucket of the requesting module's own."""
     db, storage = request.param.split("-")
     module = request.module.__name__.rsplit(".", 1)[-1]
     app = await InProcess.start(make_backend(request, db, storage, f"{module}-{request.param}"), QUIET)
     yield app
     await app.stop()
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="session", params=[f"{d}-{s}" for d, s in BACKENDS])
+async def lifecycle_app(request: pytest.FixtureRequest) -> AsyncIterator[InProcess]:
+    """The owner in this process on every backend, with a database and bucket of this module's own."""
+    async for app in module_app(request):
+        yield app
 
 
 @pytest.fixture

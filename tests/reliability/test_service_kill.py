@@ -12,23 +12,23 @@ from harness.checker import check, lister
 from harness.faults import FaultLog, make_tables, report, start_services
 from harness.workload import Workload
 from tests.conftest import make_backend
-from tests.support import wait_until
+from tests.support import Backend, wait_until
 
 pytestmark = pytest.mark.slow  # process kills
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_no_acknowledged_commit_is_lost_when_the_service_is_killed_and_restarted(request: pytest.FixtureRequest,
-                                                                                  workers: int) -> None:
-    # With 2 workers the SIGKILL hits the supervisor; its workers die with it (PR_SET_PDEATHSIG).
-    backend = make_backend(request, "postgres", "local", f"rel-kill-w{workers}")
+def kill_restart_and_check(backend: Backend, label: str, *, workers: int = 1, tables: int = 3, writers: int = 4,
+                           kills: int = 3, seed: int = 1, min_acks: int = 25) -> None:
+    """Writers commit to ``tables`` tables while the service is SIGKILLed and restarted ``kills`` times; then every
+    acknowledged commit is in the log once, the versions contiguous (harness/checker.py)."""
     (svc,) = start_services(backend, 1, workers=workers)
     faults = FaultLog()
     try:
-        tables = make_tables(svc, 3)
-        wl = Workload([svc.endpoint], tables, lister(backend), writers=4, timeout=2.0, deadline=8.0, seed=1).start()
+        made = make_tables(svc, tables)
+        wl = Workload([svc.endpoint], made, lister(backend), writers=writers, timeout=2.0, deadline=8.0,
+                      seed=seed).start()
         wl.wait_for_acks(10)
-        for _ in range(3):
+        for _ in range(kills):
             time.sleep(0.7)  # let commits be in flight at the moment of the kill
             ev = faults.inject("service SIGKILL + restart")
             svc.kill()
@@ -37,13 +37,21 @@ def test_no_acknowledged_commit_is_lost_when_the_service_is_killed_and_restarted
             wl.wait_for_acks(5, since=ev.healed)
         history = wl.stop()
         faults.fill_recovery(history.ack_times())
-        result = check(backend, tables, history, endpoints=[svc.endpoint])
-        report(f"service-kill-w{workers}", result, faults)
+        result = check(backend, made, history, endpoints=[svc.endpoint])
+        report(label, result, faults)
         result.assert_ok()
-        assert result.acknowledged >= 25
+        assert result.acknowledged >= min_acks
         assert result.lost == 0 and result.duplicates == 0
     finally:
         svc.stop()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_no_acknowledged_commit_is_lost_when_the_service_is_killed_and_restarted(request: pytest.FixtureRequest,
+                                                                                  workers: int) -> None:
+    # With 2 workers the SIGKILL hits the supervisor; its workers die with it (PR_SET_PDEATHSIG).
+    backend = make_backend(request, "postgres", "local", f"rel-kill-w{workers}")
+    kill_restart_and_check(backend, f"service-kill-w{workers}", workers=workers)
 
 
 def test_no_acknowledged_commit_is_lost_when_workers_are_killed_and_the_supervisor_restarts_them(
