@@ -26,6 +26,7 @@ from client.contract.errors import InvalidArgumentError, UnavailableError
 from client.contract.layout import split_cloud
 from coordinator.core.vending_rules import Access
 from coordinator.runtime.settings import Settings
+from coordinator.storage.azure import configured_account, other_account
 
 log = logging.getLogger("commit_owner.vending")
 
@@ -44,13 +45,12 @@ def permissions(access: Access) -> str:
 def account_and_key(settings: Settings) -> tuple[str, str | None, str]:
     """The owner's account, its key (None without one) and its Blob endpoint, from the settings or the
     connection string (read by azure-storage-blob itself)."""
-    account, key = settings.azure_account_name, settings.azure_account_key or None
+    account, key = configured_account(settings), settings.azure_account_key or None
     endpoint = settings.azure_endpoint
     if settings.azure_connection_string:
         from azure.storage.blob import BlobServiceClient
 
         client = BlobServiceClient.from_connection_string(settings.azure_connection_string)
-        account = account or client.account_name or ""
         cred = client.credential
         if key is None and getattr(cred, "account_key", None):
             key = cred.account_key
@@ -59,13 +59,12 @@ def account_and_key(settings: Settings) -> tuple[str, str | None, str]:
 
 
 def _check_account(location: str, account: str) -> None:
-    place = split_cloud(location)
     if not account:
         raise InvalidArgumentError("this owner vends no Azure credentials: azure_account_name "
                                    "(COMMIT_OWNER_AZURE_ACCOUNT_NAME) is not set")
-    if place.account != account:
-        raise InvalidArgumentError(f"{location[:200]} is in storage account {place.account}; this owner signs for "
-                                   f"{account} (azure_account_name) only")
+    why = other_account(split_cloud(location), account)
+    if why is not None:
+        raise InvalidArgumentError(why)
 
 
 def sas_for(location: str, access: Access, expiry: dt.datetime, *, account: str, scope: str,
