@@ -49,7 +49,7 @@ def connect(owner: Owner, default_schema: str | None = None) -> Any:
     con.execute(f"CREATE SECRET (TYPE UNITY_CATALOG, TOKEN '{owner.token}', ENDPOINT '{owner.service.endpoint}', "
                 "AWS_REGION 'us-east-1')")
     schema = "" if default_schema is None else f", DEFAULT_SCHEMA '{default_schema}'"
-    con.execute(f"ATTACH 'main' AS uc (TYPE UNITY_CATALOG{schema})")
+    con.execute(f"ATTACH '{owner.catalog}' AS uc (TYPE UNITY_CATALOG{schema})")
     return con
 
 
