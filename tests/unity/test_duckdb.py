@@ -301,3 +301,21 @@ def test_duckdb_writes_a_plain_external_table_itself_and_creates_none(owner: Own
         con.execute("CREATE TABLE uc.demo.made AS SELECT 1::BIGINT AS id")
     assert str(refused.value) == "Not implemented Error: UnityCatalog PlanCreateTableAs"
     assert owner.uc("GET", "/tables?catalog_name=main&schema_name=demo") == before
+
+
+def test_delta_rs_beside_duckdb_cannot_write_a_managed_table_and_nothing_changes(owner: Owner) -> None:
+    """The engines' table in docs/delta-rest.md has delta-rs (``deltalake`` 1.6.6) beside DuckDB: it cannot even
+    open a catalog-managed table to append (its Python API passes no catalog version)."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+    from deltalake.exceptions import DeltaError
+
+    table_id, location = owner_write(owner, "rs_managed", "catalogManaged")
+    published(owner, table_id, 1)
+    before = (owner.ratified(table_id), owner.backend.snapshot(location))
+    with pytest.raises(DeltaError) as refused:
+        write_deltalake(location[len("file://"):], pa.table({"id": pa.array([3], pa.int64()), "word": ["c"]}),
+                        mode="append")
+    assert str(refused.value) == ("Kernel error: Max catalog version error: Max catalog version is required when "
+                                  "loading a catalog-managed table. Use with_max_catalog_version().")
+    assert (owner.ratified(table_id), owner.backend.snapshot(location)) == before
