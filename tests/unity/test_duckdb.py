@@ -196,8 +196,11 @@ def test_duckdb_inserts_into_a_managed_table_by_name_through_delta_v1_and_the_ow
 
     # Without DEFAULT_SCHEMA DuckDB looks for a workspace default (GET /api/2.0/settings/.../default, not a Unity
     # Catalog endpoint: 404) and then refuses every statement on a MANAGED table, a `default` schema or not.
-    with pytest.raises(duckdb.InvalidInputException, match="Default schema for catalog 'uc' not found"):
-        connect(owner).execute("SELECT * FROM uc.demo.managed").fetchall()
+    for schema in (None, "default"):
+        if schema:
+            owner.uc("POST", "/schemas", {"catalog_name": "main", "name": schema})
+        with pytest.raises(duckdb.InvalidInputException, match="Default schema for catalog 'uc' not found"):
+            connect(owner).execute("SELECT * FROM uc.demo.managed").fetchall()
 
     con = connect(owner, "demo")
     assert con.execute("SELECT * FROM uc.demo.managed ORDER BY id").fetchall() == [(1, "a"), (2, "b")]
