@@ -12,7 +12,8 @@ HISTORY, ALTER TABLE SET TBLPROPERTIES, ALTER TABLE ADD COLUMNS, one more INSERT
 "process" is tests/spark/uc_sql.py in a subprocess (one JVM each). The evidence is independent of Spark's own
 answers: the owner's commit list and its database rows (every version 1..7 ratified once, with the staged
 file's checksum), the published ``_delta_log/<v:020>.json`` files (0..7, each the ratified staged bytes), and
-delta-rs reading the published log.
+delta-rs reading the published log. After the first two INSERTs and at the end, Unity Catalog's record and the
+Delta REST load name the newest version and its commit's timestamp (issue 42 item 5).
 
 The jars: ``<repository root>/../shared/jars/delta-spark-4.4.0-uc`` (or ``$COMMIT_OWNER_UC_SPARK_JARS``), see
 tests/spark/local_jars.py; without them the tests skip loudly.
@@ -28,6 +29,7 @@ from typing import Any
 
 import pytest
 
+from client.contract.layout import delta_file
 from tests.conftest import make_backend
 from tests.security.conftest import call
 from tests.spark.uc_support import (
@@ -108,6 +110,23 @@ def _published_copy(table: Path, copy: Path) -> Path:
     return copy
 
 
+def _catalog_follows(s: Scenario, location: str, version: int) -> None:
+    """The catalog's answers follow the table (issue 42 item 5, decision 74): Unity Catalog's record and the Delta
+    REST load name ``version`` and its commit's inCommitTimestamp (as the published ``<v>.json`` says it),
+    whichever API delta-spark committed through."""
+    lines = local_path(delta_file(location, version)).read_text().splitlines()
+    ict = next(a["commitInfo"]["inCommitTimestamp"] for a in map(json.loads, lines) if "commitInfo" in a)
+    info = s.owner.uc("GET", f"/tables/{s.table}")
+    loaded = s.owner.uc("GET", f"/delta/v1/catalogs/{s.catalog}/schemas/s/tables/t")
+    meta = loaded["metadata"]
+    for props in (info["properties"], meta["properties"]):
+        assert (props.get("delta.lastUpdateVersion"), props.get("delta.lastCommitTimestamp")) == (
+            str(version), str(ict)), props
+    assert (meta.get("last-commit-version"), meta.get("last-commit-timestamp-ms"),
+            loaded["latest-table-version"]) == (version, ict, version), loaded
+    assert info["updated_at"] >= ict and meta["updated-time"] >= ict, (info["updated_at"], meta["updated-time"], ict)
+
+
 @pytest.mark.parametrize("rest", [
     pytest.param(False, id="deltaRestApi=false"),
     pytest.param(True, id="deltaRestApi=true"),
@@ -145,6 +164,7 @@ def test_stock_delta_spark_through_uc_single_catalog(owner: Owner, uc_jars: Path
         assert location.rstrip("/").endswith(table_id), location  # the staging location the owner chose
         assert [c["name"] for c in info["columns"]] == ["id", "part"]
         judge_owner(s, table_id, location, 2)
+        _catalog_follows(s, location, 2)
 
         # Two processes INSERT at the same instant, both having loaded the table at version 2.
         created.touch()
@@ -167,6 +187,7 @@ def test_stock_delta_spark_through_uc_single_catalog(owner: Owner, uc_jars: Path
         assert history(final_history) == OPERATIONS
         assert {r["key"]: r["value"] for r in props["rows"]}.get("commit_owner.test") == "uc-spark"
         judge_owner(s, table_id, location, LATEST)
+        _catalog_follows(s, location, LATEST)
         # What the catalog's own record says after ALTER: the Delta REST Catalog API carries the new columns and
         # properties (set-columns, set-properties); the older API sends properties only (docs/spark.md).
         after = owner.uc("GET", f"/tables/{t}")

@@ -25,8 +25,12 @@ from typing import Any
 
 import pytest
 
+from coordinator.core.last_commit import LAST_COMMIT_TIMESTAMP, LAST_UPDATE_VERSION
 from tests.spark.uc_support import access_log
 from tests.unity.sail import Owner, demo_owner, sha256
+
+# What a table's record holds beside its log's configuration: its id, and its last commit (decision 74).
+NOT_IN_LOG = ("io.unitycatalog.tableId", LAST_UPDATE_VERSION, LAST_COMMIT_TIMESTAMP)
 
 duckdb = pytest.importorskip("duckdb", reason="DUCKDB TESTS SKIPPED: duckdb is not installed (the test extra has it)")
 
@@ -132,8 +136,10 @@ def test_duckdb_reads_a_table_of_write_table_by_name_and_sees_a_schema_change_co
     md = next(json.loads(line)["metaData"] for line in
               (Path(location[len("file://"):]) / "_delta_log" / f"{0:020}.json").read_text().splitlines()
               if "metaData" in line)
-    # The properties are the log's configuration (the owner's own included): what a reader would find there.
-    assert {k: v for k, v in record["properties"].items() if k != "io.unitycatalog.tableId"} == md["configuration"]
+    # The properties are the log's configuration (the owner's own included): what a reader would find there,
+    # and the last commit's version and time as the owner ratified it (decision 74).
+    assert {k: v for k, v in record["properties"].items() if k not in NOT_IN_LOG} == md["configuration"]
+    assert record["properties"][LAST_UPDATE_VERSION] == str(client.get_table(record["table_id"]).latest_table_version)
     con = connect(owner)
     assert con.execute("SELECT * FROM uc.demo.written ORDER BY id").fetchall() == [(1, "a"), (2, "b")]
 
@@ -148,7 +154,8 @@ def test_duckdb_reads_a_table_of_write_table_by_name_and_sees_a_schema_change_co
     after = listed(owner, "written")
     assert [(c["name"], c["type_text"], c["position"]) for c in after["columns"]] == [
         ("id", "bigint", 0), ("word", "string", 1), ("score", "double", 2)]
-    assert {k: v for k, v in after["properties"].items() if k != "io.unitycatalog.tableId"} == configuration
+    assert {k: v for k, v in after["properties"].items() if k not in NOT_IN_LOG} == configuration
+    assert after["properties"][LAST_UPDATE_VERSION] == str(latest + 1)
     deadline = time.monotonic() + 30
     while client.get_table(record["table_id"]).latest_backfilled_version < latest + 1:  # DuckDB reads _delta_log
         assert time.monotonic() < deadline, "the backfiller did not publish the schema change"
