@@ -1,0 +1,250 @@
+"""Compaction (`commit-owner optimize`, coordinator/ops/optimize.py) of tables grown by small appends through
+``client.write_table``: a real service on SQLite and on PostgreSQL (local disk), the compaction committing through
+the owner's commit path in this process, delta-rs and the project's snapshot reader as judges; racing writers
+are real commits through the running service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from client import write_table
+from client.contract.delta_log import commit_info, now_ms
+from client.contract.errors import InvalidArgumentError, TableChangedError, TableNotFoundError
+from client.contract.layout import delta_file_name
+from client.read import read_table
+from client.snapshot import load_snapshot
+from coordinator.ops.optimize import run_optimize
+from coordinator.runtime.settings import Settings
+from coordinator.store import OwnershipStore, open_engine
+from tests.conftest import make_backend
+from tests.support import ROOT, Service
+
+MiB = 1024 * 1024
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
+    """A running owner (backfill after every commit) on its own database of each kind, local disk."""
+    backend = make_backend(request, request.param, "local", f"optimize-{request.param}")
+    s = Service(backend).start()
+    yield s
+    s.stop()
+
+
+def _settings(svc: Service) -> Settings:
+    return Settings.load(environ=svc.backend.env())
+
+
+def _grown(svc: Service, n: int = 12, *, partitioned: bool = True) -> tuple[str, Any]:
+    """A table grown by ``n`` single-row appends through ``client.write_table`` (two partitions; unpartitioned,
+    every file has the same size)."""
+    client = svc.client()
+    path = str(svc.backend.tmp / f"o-{uuid.uuid4().hex[:10]}")
+    for i in range(n):
+        name = (f"n{i}" if i % 3 else None) if partitioned else f"n{i:02d}"
+        data = pa.table({"id": pa.array([i], pa.int64()), "name": pa.array([name], pa.string()),
+                         "p": ["a" if i % 2 else "b"]})
+        write_table(data, path, client=client, partition_by=["p"] if partitioned else None)
+    return path, client
+
+
+def _rows(table: Any) -> list[tuple[Any, ...]]:
+    d = table.to_pydict()
+    return sorted(zip(*(d[c] for c in ("id", "name", "p")), strict=True), key=lambda r: r[0])
+
+
+def _rows_rs(path: str) -> list[tuple[Any, ...]]:
+    return _rows(DeltaTable(path).to_pyarrow_table())
+
+
+def _data_files(path: str) -> set[str]:
+    """Every file of the table outside ``_delta_log`` (what storage holds)."""
+    out = set()
+    for root, _dirs, names in os.walk(path):
+        if "_delta_log" in root:
+            continue
+        out.update(os.path.relpath(os.path.join(root, n), path) for n in names)
+    return out
+
+
+def _log_actions(path: str, version: int) -> list[dict[str, Any]]:
+    with open(os.path.join(path, "_delta_log", delta_file_name(version))) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+async def _db_state(svc: Service, path: str) -> tuple[Any, ...]:
+    """The table's row and commit count as the database holds them."""
+    async with open_engine(svc.backend.database_url, pool_size=1, timeout=10) as engine:
+        store = OwnershipStore(engine)
+        t = await store.find_table("file://" + path)
+        return t.status, t.latest_version, t.latest_backfilled_version, len(await store.recent_commits(t.table_id, 1000))
+
+
+async def test_compaction_rewrites_small_files_one_commit_same_rows(svc: Service) -> None:
+    path, client = _grown(svc, 12)
+    before = load_snapshot(path, client=client)
+    assert before.version == 12 and len(before.files) == 12
+    rows = _rows_rs(path)
+    assert len(rows) == 12
+
+    rep = await run_optimize(_settings(svc), path, target_size=MiB)
+
+    assert rep["version"] == 13 and rep["readVersion"] == 12 and rep["rebases"] == 0
+    assert rep["filesBefore"] == 12 and rep["filesRemoved"] == 12 and rep["filesAdded"] == 2 and rep["filesAfter"] == 2
+    assert rep["partitions"] == 2 and rep["publishedVersion"] == 13
+    after = load_snapshot(path, client=client)
+    assert after.version == 13 and len(after.files) == 2
+    assert _rows_rs(path) == rows  # delta-rs reads the published log
+    assert _rows(read_table(path, client=client)) == rows  # the project's reader
+    dt = DeltaTable(path)
+    assert dt.version() == 13 and len(dt.file_uris()) == 2
+
+    actions = _log_actions(path, 13)
+    info = actions[0]["commitInfo"]
+    assert info["operation"] == "OPTIMIZE" and info["readVersion"] == 12 and info["isBlindAppend"] is False
+    assert info["operationParameters"] == {"predicate": "[]", "zOrderBy": "[]", "clusterBy": "[]", "auto": "false"}
+    removes = [a["remove"] for a in actions if "remove" in a]
+    adds = [a["add"] for a in actions if "add" in a]
+    old = {f["path"]: f for f in before.files}
+    assert {r["path"] for r in removes} == set(old) and len(adds) == 2
+    for r in removes:
+        assert r["dataChange"] is False and r["size"] == old[r["path"]]["size"]
+        assert r["partitionValues"] == old[r["path"]]["partitionValues"]
+    m = info["operationMetrics"]
+    assert m["numRemovedFiles"] == "12" and m["numAddedFiles"] == "2"
+    assert int(m["numRemovedBytes"]) == sum(f["size"] for f in before.files)
+    assert int(m["numAddedBytes"]) == sum(a["size"] for a in adds)
+    assert int(m["minFileSize"]) == min(a["size"] for a in adds) and int(m["maxFileSize"]) == max(a["size"] for a in adds)
+    for a in adds:
+        assert a["dataChange"] is False
+        assert a["size"] == os.path.getsize(os.path.join(path, a["path"]))
+        stats = json.loads(a["stats"])
+        ids = sorted(r[0] for r in rows if r[2] == a["partitionValues"]["p"])
+        names = [r[1] for r in rows if r[2] == a["partitionValues"]["p"]]
+        assert stats["numRecords"] == 6
+        assert stats["minValues"]["id"] == ids[0] and stats["maxValues"]["id"] == ids[-1]
+        assert stats["nullCount"] == {"id": 0, "name": names.count(None)}
+        assert a["path"].split("/")[1] == f"p={a['partitionValues']['p']}"
+
+    # Nothing left to compact: a second pass commits nothing.
+    again = await run_optimize(_settings(svc), path, target_size=MiB)
+    assert again["version"] is None and again["filesRemoved"] == 0 and load_snapshot(path, client=client).version == 13
+
+
+async def test_dry_run_and_target_size_pack_bins(svc: Service) -> None:
+    path, client = _grown(svc, 8, partitioned=False)
+    sizes = sorted(f["size"] for f in load_snapshot(path, client=client).files)
+    assert len(set(sizes)) == 1
+    files = _data_files(path)
+    dry = await run_optimize(_settings(svc), path, target_size=MiB, dry_run=True)
+    assert dry["dryRun"] and dry["version"] is None and dry["filesRemoved"] == 8 and dry["filesAfter"] == 1
+    assert _data_files(path) == files and load_snapshot(path, client=client).version == 8
+    # a target of about three files' bytes packs them three by three (8 = 3 + 3 + 2)
+    rep = await run_optimize(_settings(svc), path, target_size=sum(sizes[:3]))
+    assert rep["version"] == 9 and rep["filesAdded"] == 3 and rep["filesAfter"] == 3
+    assert len(_rows_rs(path)) == 8
+
+
+async def test_append_racing_the_compaction_lands_and_the_compaction_rebases(svc: Service) -> None:
+    path, client = _grown(svc, 6)
+    rows = _rows_rs(path)
+    raced: list[int] = []
+
+    def append(version: int) -> None:
+        if not raced:  # the first proposal's version is taken by a writer through the running owner
+            r = write_table(pa.table({"id": pa.array([100], pa.int64()), "name": ["late"], "p": ["a"]}), path,
+                            client=client)
+            raced.append(r.version)
+            assert r.version == version
+
+    rep = await run_optimize(_settings(svc), path, target_size=MiB, before_commit=append)
+    assert raced == [7] and rep["version"] == 8 and rep["rebases"] == 1 and rep["readVersion"] == 6
+    snap = load_snapshot(path, client=client)
+    assert snap.version == 8 and len(snap.files) == 3  # two compacted files and the racing append's
+    assert _rows_rs(path) == sorted([*rows, (100, "late", "a")], key=lambda r: r[0])
+    info = _log_actions(path, 8)[0]["commitInfo"]
+    assert info["operation"] == "OPTIMIZE" and info["readVersion"] == 7  # moved onto the append
+    assert {a["remove"]["path"] for a in _log_actions(path, 8) if "remove" in a}.isdisjoint(
+        a["add"]["path"] for a in _log_actions(path, 7) if "add" in a)
+
+
+async def test_delete_racing_the_compaction_makes_it_give_up(svc: Service) -> None:
+    path, client = _grown(svc, 6)
+    snap = load_snapshot(path, client=client)
+    assert snap.owner is not None
+    table_id = snap.owner.table_id
+    victim = snap.files[0]
+
+    def delete(version: int) -> None:  # a DELETE of one file the compaction rewrites lands first
+        ict = max(now_ms(), (snap.in_commit_timestamp or 0) + 1)
+        acts = [commit_info("DELETE", in_commit_timestamp=ict, read_version=snap.version, parameters={}),
+                {"remove": {"path": victim["path"], "deletionTimestamp": ict, "dataChange": True,
+                            "size": victim["size"], "partitionValues": victim["partitionValues"]}}]
+        assert client.commit(table_id, version, acts).version == version
+        client.backfill_to_version(table_id, version)
+
+    files_before = _data_files(path)
+    with pytest.raises(TableChangedError, match="gave up: version 7 removed"):
+        await run_optimize(_settings(svc), path, target_size=MiB, before_commit=delete)
+    after = load_snapshot(path, client=client)
+    assert after.version == 7 and len(after.files) == 5  # the DELETE, nothing of the compaction
+    assert _data_files(path) == files_before  # its new files (and their folder) are gone again
+    assert await _db_state(svc, path) == ("ACTIVE", 7, 7, 7)
+    assert len(_rows_rs(path)) == 5
+
+
+async def test_bad_input_changes_nothing(svc: Service) -> None:
+    path, client = _grown(svc, 4)
+    files, db = _data_files(path), await _db_state(svc, path)
+    for bad in (0, -1):
+        with pytest.raises(InvalidArgumentError, match="target file size must be a number of bytes above 0"):
+            await run_optimize(_settings(svc), path, target_size=bad)
+    with pytest.raises(InvalidArgumentError, match="minimum number of small files"):
+        await run_optimize(_settings(svc), path, min_files=1)
+    with pytest.raises((TableNotFoundError, InvalidArgumentError)):
+        await run_optimize(_settings(svc), str(svc.backend.tmp / "nobody-owns-this"))
+    assert _data_files(path) == files and await _db_state(svc, path) == db
+
+    # a dropped table: the owner takes no commits for it any more
+    snap = load_snapshot(path, client=client)
+    assert snap.owner is not None
+    async with open_engine(svc.backend.database_url, pool_size=1, timeout=10) as engine:
+        assert await OwnershipStore(engine).drop_table(str(snap.owner.table_id), None, "test")
+    db = await _db_state(svc, path)
+    assert db[0] == "DROPPED"
+    with pytest.raises(InvalidArgumentError, match="is DROPPED"):
+        await run_optimize(_settings(svc), path, target_size=MiB)
+    assert _data_files(path) == files and await _db_state(svc, path) == db
+
+
+def test_cli_optimize(svc: Service) -> None:
+    if "sqlite" not in svc.backend.database_url:
+        pytest.skip("the command line once is enough")
+    path, client = _grown(svc, 4)
+    env = {**os.environ, **svc.backend.env()}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "coordinator", "optimize", *args], cwd=str(ROOT), env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    r = cli(path, "--target-size", "0")
+    assert r.returncode == 1 and "target file size must be a number of bytes above 0, got 0" in r.stderr
+    r = cli(path, "--dry-run")
+    assert r.returncode == 0 and "would rewrite 4 file(s)" in r.stdout and "files 4 -> 2" in r.stdout, r.stderr
+    assert load_snapshot(path, client=client).version == 4
+    r = cli(path)
+    assert r.returncode == 0 and "rewrote 4 file(s)" in r.stdout and "committed as version 5" in r.stdout, r.stderr
+    r = cli(path, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["version"] is None
+    assert asyncio.run(_db_state(svc, path))[1] == 5
