@@ -388,15 +388,17 @@ def optimize(table: str, target_size: int | None, min_files: int | None, dry_run
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return
-    verb = "would rewrite" if out["dryRun"] else "rewrote"
-    head = f"{out['location']}: {verb} {out['filesRemoved']} file(s), {out['bytesRemoved']} bytes, into " \
-           f"{out['filesAdded']} file(s)" + ("" if out["dryRun"] else f", {out['bytesAdded']} bytes")
-    click.echo(head + f" in {out['partitions']} partition(s); files {out['filesBefore']} -> {out['filesAfter']}")
+    if out["filesRemoved"] == 0:
+        click.echo(f"{out['location']}: nothing to compact at version {out['readVersion']} ({out['filesBefore']} "
+                   f"file(s), target {out['targetSize']} bytes)")
+    else:
+        verb = "would rewrite" if out["dryRun"] else "rewrote"
+        head = f"{out['location']}: {verb} {out['filesRemoved']} file(s), {out['bytesRemoved']} bytes, into " \
+               f"{out['filesAdded']} file(s)" + ("" if out["dryRun"] else f", {out['bytesAdded']} bytes")
+        click.echo(head + f" in {out['partitions']} partition(s); files {out['filesBefore']} -> {out['filesAfter']}")
     if out["version"] is not None:
         click.echo(f"  committed as version {out['version']} (read version {out['readVersion']}, "
                    f"{out['rebases']} lost race(s) rebased), published through {out['publishedVersion']}")
-    elif not out["dryRun"]:
-        click.echo(f"  nothing to compact at version {out['readVersion']} (target {out['targetSize']} bytes)")
     if out["skippedWithDeletionVectors"]:
         click.echo(f"  left alone: {out['skippedWithDeletionVectors']} small file(s) with deletion vectors")
 
