@@ -142,9 +142,10 @@ class VacuumReport:
 
 
 def relative_to_table(location: str, path: str) -> str:
-    """A data file path of an action (relative and URL-encoded, or absolute) relative to the table root."""
+    """A data file path of an action (a URI: relative or absolute, URL-encoded either way) relative to the table
+    root, decoded (the name storage lists)."""
     if "://" in path:
-        return path[len(location) + 1:] if path.startswith(location + "/") else path
+        return unquote(path[len(location) + 1:]) if path.startswith(location + "/") else path
     return unquote(path)
 
 

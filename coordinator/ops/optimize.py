@@ -218,11 +218,16 @@ async def _missed(service: Any, store: OwnershipStore, backend: StorageBackend, 
     await service.add_unseen_commits(e, t.table_id, version)
     if e.unseen_commits_complete and e.unseen_commits:
         try:
-            return [(int(c["version"]), parse_actions(await backend.read(c["path"]))) for c in e.unseen_commits]
+            missed = [(int(c["version"]), parse_actions(await backend.read(c["path"]))) for c in e.unseen_commits]
+            log.info("%s: version %d was taken; the conflict carried versions %s", t.location, version,
+                     [v for v, _ in missed])
+            return missed
         except FileNotFoundError:
             pass  # published and cleaned up meanwhile: the log has it
     table = await _read_table(store, backend, await store.get_table(t.table_id))
-    return [(v, a) for v, a in sorted(table.versions.items()) if v >= version]
+    missed = [(v, a) for v, a in sorted(table.versions.items()) if v >= version]
+    log.info("%s: version %d was taken; versions %s read from the log", t.location, version, [v for v, _ in missed])
+    return missed
 
 
 async def _discard(backend: StorageBackend, location: str, added: list[dict[str, Any]]) -> None:

@@ -24,11 +24,12 @@ from client.contract.errors import InvalidArgumentError, TableChangedError, Tabl
 from client.contract.layout import delta_file_name
 from client.read import read_table
 from client.snapshot import load_snapshot
+from coordinator.ops.compaction import conflict, plan
 from coordinator.ops.optimize import run_optimize
 from coordinator.runtime.settings import Settings
 from coordinator.store import OwnershipStore, open_engine
 from tests.conftest import make_backend
-from tests.support import ROOT, Service
+from tests.support import ROOT, Service, delta_rs_table
 
 MiB = 1024 * 1024
 
@@ -248,3 +249,56 @@ def test_cli_optimize(svc: Service) -> None:
     r = cli(path, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["version"] is None
     assert asyncio.run(_db_state(svc, path))[1] == 5
+
+
+@pytest.mark.s3
+async def test_compaction_on_s3(request: pytest.FixtureRequest) -> None:
+    """The same compaction on S3 (moto): the owner's storage reads and writes the data files."""
+    backend = make_backend(request, "sqlite", "s3", "optimize-s3")
+    s = Service(backend).start()
+    try:
+        client, options = s.client(), backend.storage_options()
+        location = backend.new_location()
+        for i in range(6):
+            write_table(pa.table({"id": pa.array([i], pa.int64()), "p": ["a" if i % 2 else "b"]}), location,
+                        client=client, partition_by=["p"], storage_options=options)
+        before = sorted(delta_rs_table(backend, location).to_pyarrow_table().column("id").to_pylist())
+        rep = await run_optimize(Settings.load(environ=backend.env()), location, target_size=MiB)
+        assert rep["version"] == 7 and rep["filesRemoved"] == 6 and rep["filesAdded"] == 2
+        snap = load_snapshot(location, client=client, storage_options=options)
+        assert snap.version == 7 and len(snap.files) == 2
+        dt = delta_rs_table(backend, location)
+        assert dt.version() == 7 and sorted(dt.to_pyarrow_table().column("id").to_pylist()) == before == list(range(6))
+        assert sorted(read_table(location, client=client, storage_options=options).column("id").to_pylist()) == before
+    finally:
+        s.stop()
+
+
+def _add(path: str, size: int, p: str | None = "a", **extra: Any) -> dict[str, Any]:
+    return {"path": path, "size": size, "partitionValues": {"p": p}, "dataChange": True, **extra}
+
+
+def test_the_plan_packs_small_files_per_partition_and_leaves_the_rest() -> None:
+    dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1, "sizeInBytes": 36,
+          "cardinality": 2}
+    adds = [_add("a1", 10), _add("a2", 20), _add("a3", 30), _add("a4", 95),  # a: 10+20+30 then 95 alone
+            _add("big", 100), _add("b1", 5, "b"), _add("n1", 5, None), _add("n2", 6, None),
+            _add("d1", 5, "d", deletionVector=dv), _add("d2", 5, "d")]
+    p = plan(adds, target=100, min_files=2)
+    assert sorted([f["path"] for f in b.files] for b in p.bins) == [["a1", "a2", "a3"], ["n1", "n2"]]
+    assert p.skipped_with_dv == 1 and p.considered == 10
+    assert all(f["path"] not in ("big", "a4", "b1", "d1", "d2") for f in p.files)
+    assert plan(adds, target=100, min_files=3).bins[0].partition_values == {"p": "a"}
+    assert len(plan(adds, target=100, min_files=3).bins) == 1
+
+
+def test_the_conflict_rule_is_deltas() -> None:
+    loc = "file:///t"
+    mine = [_add("batch-1/p=a/x.parquet", 1), _add("batch-2/p=a/y%20z.parquet", 1)]
+    append = [{"commitInfo": {}}, {"add": _add("batch-3/p=a/new.parquet", 1)}]
+    other_remove = [{"remove": {"path": "batch-9/p=b/other.parquet"}}]
+    assert conflict(loc, [(5, append), (6, other_remove)], mine) is None
+    why = conflict(loc, [(5, append), (6, [{"remove": {"path": "file:///t/batch-2/p=a/y%20z.parquet"}}])], mine)
+    assert why is not None and why.startswith("version 6 removed")
+    assert conflict(loc, [(5, [{"metaData": {}}])], mine) == "version 5 changed the table's metadata"
+    assert conflict(loc, [(5, [{"protocol": {}}])], mine) == "version 5 changed the table's protocol"
