@@ -302,3 +302,20 @@ def test_the_conflict_rule_is_deltas() -> None:
     assert why is not None and why.startswith("version 6 removed")
     assert conflict(loc, [(5, [{"metaData": {}}])], mine) == "version 5 changed the table's metadata"
     assert conflict(loc, [(5, [{"protocol": {}}])], mine) == "version 5 changed the table's protocol"
+
+
+async def test_compaction_of_a_catalog_managed_table(svc: Service) -> None:
+    """A table of the catalogManaged generation (Unity Catalog's MANAGED kind): the same compaction, staged in
+    its ``_staged_commits`` folder, read back by the project's reader."""
+    if "sqlite" not in svc.backend.database_url:
+        pytest.skip("one database is enough for the table kind")
+    client = svc.client()
+    path = str(svc.backend.tmp / f"cm-{uuid.uuid4().hex[:10]}")
+    for i in range(5):
+        write_table(pa.table({"id": pa.array([i], pa.int64())}), path, client=client, protocol="catalogManaged")
+    rep = await run_optimize(_settings(svc), path, target_size=MiB)
+    assert rep["version"] == 6 and rep["filesRemoved"] == 5 and rep["filesAdded"] == 1
+    snap = load_snapshot(path, client=client)
+    assert snap.version == 6 and len(snap.files) == 1 and "catalogManaged" in snap.protocol.get("writerFeatures", [])
+    assert sorted(read_table(path, client=client).column("id").to_pylist()) == list(range(5))
+    assert _log_actions(path, 6)[0]["commitInfo"]["operation"] == "OPTIMIZE"
