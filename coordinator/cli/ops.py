@@ -362,10 +362,12 @@ def vacuum(table: str, retention: str | None, dry_run: bool, force: bool, metric
               help="Leave a partition alone unless it has N or more small files; default: the setting "
                    "optimize_min_small_files (2).")
 @click.option("--dry-run", is_flag=True, help="Say what would be rewritten; write and commit nothing.")
+@click.option("--metrics-file", type=click.Path(dir_okay=False), default=None,
+              help="Write the files and bytes rewritten (or a give-up) here (Prometheus text format).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @_table_options((*_DIRECT, "allow_location", "log_level", "log_format"), api=False)
-def optimize(table: str, target_size: int | None, min_files: int | None, dry_run: bool, as_json: bool,
-             config: str | None, **overrides: Any) -> None:
+def optimize(table: str, target_size: int | None, min_files: int | None, dry_run: bool, metrics_file: str | None,
+             as_json: bool, config: str | None, **overrides: Any) -> None:
     """Compact an owned table once (bin-packing OPTIMIZE): its small files, partition by partition, rewritten into
     files of about the target size, in one commit of the owner's (operation OPTIMIZE, dataChange false).
 
@@ -384,7 +386,8 @@ def optimize(table: str, target_size: int | None, min_files: int | None, dry_run
                                "from a clone, .venv/bin/pip install -e '.[maintain]'") from None
     settings = load_settings(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
-    out = asyncio.run(run_optimize(settings, table, target_size=target_size, min_files=min_files, dry_run=dry_run))
+    out = asyncio.run(run_optimize(settings, table, target_size=target_size, min_files=min_files, dry_run=dry_run,
+                                   metrics_file=metrics_file))
     if as_json:
         click.echo(json.dumps(out, indent=2))
         return

@@ -123,7 +123,32 @@ class OptimizeReport:
 
 async def run_optimize(settings: Settings, ref: str, *, target_size: int | None = None,
                        min_files: int | None = None, dry_run: bool = False,
-                       before_commit: BeforeCommit | None = None) -> dict[str, Any]:
+                       before_commit: BeforeCommit | None = None, metrics_file: str | None = None) -> dict[str, Any]:
+    """``compact`` (below), with its figures written to ``metrics_file`` (Prometheus text format) when given."""
+    if metrics_file is None:
+        return await compact(settings, ref, target_size=target_size, min_files=min_files, dry_run=dry_run,
+                             before_commit=before_commit)
+    from coordinator.runtime.metrics import MaintenanceMetrics
+
+    metrics = MaintenanceMetrics()
+    try:
+        out = await compact(settings, ref, target_size=target_size, min_files=min_files, dry_run=dry_run,
+                            before_commit=before_commit)
+    except TableChangedError:
+        metrics.compaction_gave_up.inc()
+        metrics.write(metrics_file)
+        raise
+    if out["version"] is not None:
+        metrics.compaction_files_removed.inc(out["filesRemoved"])
+        metrics.compaction_files_added.inc(out["filesAdded"])
+        metrics.compaction_bytes_removed.inc(out["bytesRemoved"])
+        metrics.compaction_bytes_added.inc(out["bytesAdded"])
+    metrics.write(metrics_file)
+    return out
+
+
+async def compact(settings: Settings, ref: str, *, target_size: int | None = None, min_files: int | None = None,
+                  dry_run: bool = False, before_commit: BeforeCommit | None = None) -> dict[str, Any]:
     """Compact ``ref`` (a table id, name or location) once; returns the report (``OptimizeReport.to_json``).
 
     ``target_size`` (bytes) and ``min_files`` default to the settings ``optimize_target_file_bytes`` and
@@ -243,4 +268,4 @@ async def _discard(backend: StorageBackend, location: str, added: list[dict[str,
         remove_empty_dirs(location, paths)
 
 
-__all__ = ["OptimizeReport", "run_optimize"]
+__all__ = ["OptimizeReport", "compact", "run_optimize"]

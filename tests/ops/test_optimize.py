@@ -196,8 +196,10 @@ async def test_delete_racing_the_compaction_makes_it_give_up(svc: Service) -> No
         client.backfill_to_version(table_id, version)
 
     files_before = _data_files(path)
+    prom = svc.backend.tmp / f"optimize-{uuid.uuid4().hex[:6]}.prom"
     with pytest.raises(TableChangedError, match="gave up: version 7 removed"):
-        await run_optimize(_settings(svc), path, target_size=MiB, before_commit=delete)
+        await run_optimize(_settings(svc), path, target_size=MiB, before_commit=delete, metrics_file=str(prom))
+    assert "commit_owner_compaction_gave_up_total 1.0" in prom.read_text()
     after = load_snapshot(path, client=client)
     assert after.version == 7 and len(after.files) == 5  # the DELETE, nothing of the compaction
     assert _data_files(path) == files_before  # its new files (and their folder) are gone again
@@ -244,8 +246,15 @@ def test_cli_optimize(svc: Service) -> None:
     r = cli(path, "--dry-run")
     assert r.returncode == 0 and "would rewrite 4 file(s)" in r.stdout and "files 4 -> 2" in r.stdout, r.stderr
     assert load_snapshot(path, client=client).version == 4
-    r = cli(path)
+    prom = svc.backend.tmp / f"optimize-{uuid.uuid4().hex[:6]}.prom"
+    r = cli(path, "--metrics-file", str(prom))
     assert r.returncode == 0 and "rewrote 4 file(s)" in r.stdout and "committed as version 5" in r.stdout, r.stderr
+    figures = dict(line.rsplit(" ", 1) for line in prom.read_text().splitlines() if not line.startswith("#"))
+    snap = load_snapshot(path, client=client)
+    assert float(figures["commit_owner_compaction_removed_files_total"]) == 4
+    assert float(figures["commit_owner_compaction_added_files_total"]) == len(snap.files) == 2
+    assert float(figures["commit_owner_compaction_added_bytes_total"]) == sum(f["size"] for f in snap.files)
+    assert float(figures["commit_owner_compaction_gave_up_total"]) == 0
     r = cli(path, "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["version"] is None
     assert asyncio.run(_db_state(svc, path))[1] == 5
