@@ -141,6 +141,11 @@ async def test_compaction_rewrites_small_files_one_commit_same_rows(svc: Service
     # Nothing left to compact: a second pass commits nothing.
     again = await run_optimize(_settings(svc), path, target_size=MiB)
     assert again["version"] is None and again["filesRemoved"] == 0 and load_snapshot(path, client=client).version == 13
+    # The running owner takes the next writer's commit on top of the compaction it did not ratify itself.
+    late = write_table(pa.table({"id": pa.array([12], pa.int64()), "name": pa.array(["late"], pa.string()),
+                                 "p": ["a"]}), path, client=client)
+    assert late.version == 14 and late.rebases <= 1
+    assert _rows_rs(path) == sorted([*rows, (12, "late", "a")], key=lambda r: r[0])
 
 
 async def test_dry_run_and_target_size_pack_bins(svc: Service) -> None:
