@@ -372,7 +372,8 @@ def optimize(table: str, target_size: int | None, min_files: int | None, dry_run
     files of about the target size, in one commit of the owner's (operation OPTIMIZE, dataChange false).
 
     A concurrent append does not stop it; a concurrent commit that removed a file it rewrote does (nothing is
-    committed, exit 1). Files with deletion vectors are left as they are. Needs pyarrow (the maintain extra).
+    committed, exit 1). Deletion vectors are applied (purged) in the files it rewrites. Needs pyarrow (the maintain
+    extra).
     """
     import json
 
@@ -402,8 +403,9 @@ def optimize(table: str, target_size: int | None, min_files: int | None, dry_run
     if out["version"] is not None:
         click.echo(f"  committed as version {out['version']} (read version {out['readVersion']}, "
                    f"{out['rebases']} lost race(s) rebased), published through {out['publishedVersion']}")
-    if out["skippedWithDeletionVectors"]:
-        click.echo(f"  left alone: {out['skippedWithDeletionVectors']} small file(s) with deletion vectors")
+    if out["deletionVectorsPurged"]:
+        click.echo(f"  deletion vectors applied: {out['deletionVectorsPurged']} file(s) rewritten without their "
+                   "deleted rows")
 
 
 MAINTENANCE_COMMANDS = (maintain, vacuum, optimize)

@@ -2,12 +2,13 @@
 commit's actions and Delta's conflict rule for it. The command around it (reading the table, committing through
 the commit service, giving up) is ``coordinator/ops/optimize.py``; why: docs/decisions.md, entry 76.
 
-* **Plan.** Per partition, the files smaller than the target size (and without a deletion vector: this project
-  reads none, so such files are left as they are and counted as skipped) are sorted by size and packed greedily
-  into bins of at most the target size; a bin of one file is left alone, and so is a partition with fewer than
-  the minimum number of small files.
-* **Rewrite.** Each bin becomes one Parquet file (pyarrow, as ``client.write_table`` writes them), its statistics
-  from its own footer (``client.stats``).
+* **Plan.** Per partition, the files smaller than the target size are sorted by size and packed greedily into
+  bins of at most the target size; a bin of one file is left alone, and so is a partition with fewer than the
+  minimum number of small files. A file with a deletion vector is purged: rewritten when it is small or when
+  its DV deletes at least ``MAX_DELETED_ROWS_RATIO`` of its rows (Delta's default), even alone in its bin.
+* **Rewrite.** Each bin becomes one Parquet file (pyarrow, as ``client.write_table`` writes them), the rows a
+  deletion vector marks deleted left out (``deletion_vectors.py``), its statistics from its own footer
+  (``client.stats``).
 * **Commit.** ``commitInfo`` (operation ``OPTIMIZE``, Delta's parameters and metric names), a ``remove`` of every
   rewritten file and an ``add`` of every new one, all with ``dataChange=false``.
 * **Conflicts** (Delta's rule for a compaction): commits that landed after the version it read are fine when
@@ -31,13 +32,15 @@ from client.contract.errors import InvalidArgumentError
 from client.contract.layout import data_file_name
 from client.stats import parquet_footer_stats
 from client.write import nan_leaves, partition_folders
+from coordinator.ops.deletion_vectors import DeletionVectorError, read_deletion_vector
 from coordinator.ops.maintenance import relative_to_table
 from coordinator.storage import StorageBackend
 
 OPTIMIZE = "OPTIMIZE"
 ENGINE_INFO = "delta-commit-owner optimize"
-#: Table features whose files a plain rewrite would get wrong (row ids, physical column names): refused.
-UNSUPPORTED_FEATURES = ("rowTracking", "columnMapping")
+#: A file whose deletion vector deletes at least this share of its rows is purged whatever its size (Delta's
+#: default ``maxDeletedRowsRatio``).
+MAX_DELETED_ROWS_RATIO = 0.05
 
 
 def check_target_size(value: Any) -> int:
@@ -87,39 +90,50 @@ class Bin:
 class Plan:
     bins: list[Bin]
     considered: int  # files of the table
-    skipped_with_dv: int  # small files left alone because they carry a deletion vector
 
     @property
     def files(self) -> list[dict[str, Any]]:
         return [f for b in self.bins for f in b.files]
 
+    @property
+    def deletion_vectors(self) -> int:
+        """Files of the plan with a deletion vector (purged by the rewrite)."""
+        return sum(1 for f in self.files if f.get("deletionVector"))
+
+
+def _purge(add: Mapping[str, Any]) -> bool:
+    """Whether a file's deletion vector deletes so many of its rows that it is rewritten whatever its size."""
+    dv = add.get("deletionVector")
+    if not dv:
+        return False
+    try:
+        records = int(json.loads(add.get("stats") or "{}").get("numRecords") or 0)
+    except (TypeError, ValueError):
+        return False
+    return records > 0 and int(dv.get("cardinality") or 0) >= MAX_DELETED_ROWS_RATIO * records
+
 
 def plan(adds: Sequence[Mapping[str, Any]], target: int, min_files: int) -> Plan:
     """The bins of a compaction of the live files ``adds`` (``add`` bodies)."""
     parts: dict[tuple[tuple[str, str | None], ...], list[dict[str, Any]]] = {}
-    with_dv = 0
     for a in adds:
-        if int(a.get("size") or 0) >= target:
-            continue
-        if a.get("deletionVector"):
-            with_dv += 1
-            continue
-        parts.setdefault(_partition_key(a), []).append(dict(a))
+        if int(a.get("size") or 0) < target or _purge(a):
+            parts.setdefault(_partition_key(a), []).append(dict(a))
     bins: list[Bin] = []
     for key in sorted(parts, key=lambda k: [(c, "" if v is None else v) for c, v in k]):
-        small = parts[key]
-        if len(small) < min_files:
+        files = parts[key]
+        if len(files) < min_files and not any(f.get("deletionVector") for f in files):
             continue
-        values = dict(small[0].get("partitionValues") or {})  # in the table's order of partition columns
+        values = dict(files[0].get("partitionValues") or {})  # in the table's order of partition columns
         current = Bin(dict(values))
         packed = [current]
-        for f in sorted(small, key=lambda f: (int(f.get("size") or 0), str(f["path"]))):
+        for f in sorted(files, key=lambda f: (int(f.get("size") or 0), str(f["path"]))):
             if current.files and current.size + int(f.get("size") or 0) > target:
                 current = Bin(dict(values))
                 packed.append(current)
             current.files.append(f)
-        bins.extend(b for b in packed if len(b.files) > 1)
-    return Plan(bins=bins, considered=len(adds), skipped_with_dv=with_dv)
+        bins.extend(b for b in packed if len(b.files) > 1 or any(f.get("deletionVector") for f in b.files))
+    return Plan(bins=bins, considered=len(adds))
 
 
 def _data_schema(schema_string: str, partition_columns: Sequence[str], present: Sequence[str]) -> dict[str, Any]:
@@ -142,6 +156,17 @@ async def rewrite(backend: StorageBackend, location: str, b: Bin, *, folder: str
     for f in b.files:
         data = await backend.read(f"{location}/{relative_to_table(location, f['path'])}")
         t = pq.read_table(pa.BufferReader(data))
+        if f.get("deletionVector"):
+            try:
+                deleted = await read_deletion_vector(backend, location, f["deletionVector"])
+            except DeletionVectorError as e:
+                raise ValueError(f"the deletion vector of {f['path']} cannot be read: {e}") from None
+            keep = [True] * t.num_rows
+            for i in deleted:
+                if i >= t.num_rows:
+                    raise ValueError(f"the deletion vector of {f['path']} names row {i} of {t.num_rows}")
+                keep[i] = False
+            t = t.filter(pa.array(keep, pa.bool_()))
         tables.append(t.drop_columns([c for c in partition_columns if c in t.column_names]))
     try:
         merged = pa.concat_tables(tables, promote_options="permissive")
@@ -181,7 +206,7 @@ def operation_metrics(removed: Sequence[Mapping[str, Any]], added: Sequence[Mapp
         "p50FileSize": str(_percentile(sizes, 0.5)),
         "p75FileSize": str(_percentile(sizes, 0.75)),
         "maxFileSize": str(max(sizes, default=0)),
-        "numDeletionVectorsRemoved": "0",
+        "numDeletionVectorsRemoved": str(sum(1 for r in removed if r.get("deletionVector"))),
     }
 
 
@@ -228,5 +253,5 @@ def conflict(location: str, missed: Sequence[tuple[int, Sequence[Mapping[str, An
     return None
 
 
-__all__ = ["Bin", "OPTIMIZE", "Plan", "check_min_files", "check_target_size", "conflict", "operation_metrics",
+__all__ = ["Bin", "MAX_DELETED_ROWS_RATIO", "OPTIMIZE", "Plan", "check_min_files", "check_target_size", "conflict", "operation_metrics",
            "optimize_actions", "plan", "rewrite", "unsupported"]

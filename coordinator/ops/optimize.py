@@ -112,7 +112,7 @@ class OptimizeReport:
             "targetSize": self.target_size, "readVersion": self.read_version, "version": self.version,
             "publishedVersion": self.published_version, "rebases": self.rebases,
             "partitions": len({tuple(sorted(b.partition_values.items())) for b in self.plan.bins}),
-            "bins": len(self.plan.bins), "skippedWithDeletionVectors": self.plan.skipped_with_dv,
+            "bins": len(self.plan.bins), "deletionVectorsPurged": self.plan.deletion_vectors if removed else 0,
             "filesBefore": self.files_before, "bytesBefore": self.bytes_before,
             "filesRemoved": len(removed), "bytesRemoved": sum(int(f.get("size") or 0) for f in removed),
             "filesAdded": added, "bytesAdded": sum(int(a["size"]) for a in self.added),

@@ -293,17 +293,24 @@ def _add(path: str, size: int, p: str | None = "a", **extra: Any) -> dict[str, A
 
 
 def test_the_plan_packs_small_files_per_partition_and_leaves_the_rest() -> None:
-    dv = {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1, "sizeInBytes": 36,
-          "cardinality": 2}
+    def dv(cardinality: int) -> dict[str, Any]:
+        return {"storageType": "u", "pathOrInlineDv": "ab^-aqEH.-t@S}K{vb[*k^", "offset": 1, "sizeInBytes": 36,
+                "cardinality": cardinality}
+
+    def stats(n: int) -> str:
+        return json.dumps({"numRecords": n})
+
     adds = [_add("a1", 10), _add("a2", 20), _add("a3", 30), _add("a4", 95),  # a: 10+20+30 then 95 alone
             _add("big", 100), _add("b1", 5, "b"), _add("n1", 5, None), _add("n2", 6, None),
-            _add("d1", 5, "d", deletionVector=dv), _add("d2", 5, "d")]
+            _add("d1", 5, "d", deletionVector=dv(1)),  # alone in its partition, but its DV is purged
+            _add("e1", 500, "e", deletionVector=dv(5), stats=stats(100)),  # big, 5 % deleted: purged
+            _add("f1", 500, "f", deletionVector=dv(4), stats=stats(100))]  # big, 4 % deleted: left alone
     p = plan(adds, target=100, min_files=2)
-    assert sorted([f["path"] for f in b.files] for b in p.bins) == [["a1", "a2", "a3"], ["n1", "n2"]]
-    assert p.skipped_with_dv == 1 and p.considered == 10
-    assert all(f["path"] not in ("big", "a4", "b1", "d1", "d2") for f in p.files)
-    assert plan(adds, target=100, min_files=3).bins[0].partition_values == {"p": "a"}
-    assert len(plan(adds, target=100, min_files=3).bins) == 1
+    assert sorted([f["path"] for f in b.files] for b in p.bins) == [["a1", "a2", "a3"], ["d1"], ["e1"], ["n1", "n2"]]
+    assert p.deletion_vectors == 2 and p.considered == 11
+    three = plan(adds, target=100, min_files=3)
+    assert sorted([f["path"] for f in b.files] for b in three.bins) == [["a1", "a2", "a3"], ["d1"], ["e1"]]
+    assert three.bins[0].partition_values == {"p": "a"}
 
 
 def test_the_conflict_rule_is_deltas() -> None:
@@ -333,3 +340,70 @@ async def test_compaction_of_a_catalog_managed_table(svc: Service) -> None:
     assert snap.version == 6 and len(snap.files) == 1 and "catalogManaged" in snap.protocol.get("writerFeatures", [])
     assert sorted(read_table(path, client=client).column("id").to_pylist()) == list(range(5))
     assert _log_actions(path, 6)[0]["commitInfo"]["operation"] == "OPTIMIZE"
+
+
+def _roaring32(values: list[int], *, runs: bool) -> bytes:
+    """A portable 32-bit Roaring bitmap as the RoaringFormatSpec lays it out (array and bitmap containers, or one
+    run container per key with ``runs``), written here from the spec for the reader's test."""
+    import struct
+
+    keys: dict[int, list[int]] = {}
+    for v in sorted(set(values)):
+        keys.setdefault(v >> 16, []).append(v & 0xFFFF)
+    header, bodies = b"", []
+    for k, lows in keys.items():
+        header += struct.pack("<HH", k, len(lows) - 1)
+        if runs:
+            assert lows == list(range(lows[0], lows[-1] + 1))
+            bodies.append(struct.pack("<HHH", 1, lows[0], len(lows) - 1))
+        elif len(lows) <= 4096:
+            bodies.append(struct.pack(f"<{len(lows)}H", *lows))
+        else:
+            words = [0] * 1024
+            for low in lows:
+                words[low // 64] |= 1 << (low % 64)
+            bodies.append(struct.pack("<1024Q", *words))
+    n = len(keys)
+    if runs:
+        out = struct.pack("<I", 12347 | ((n - 1) << 16)) + bytes([0xFF] * ((n + 7) // 8)) + header
+    else:
+        out = struct.pack("<II", 12346, n) + header
+    if not runs or n >= 4:
+        offset = len(out) + 4 * n
+        for body in bodies:
+            out += struct.pack("<I", offset)
+            offset += len(body)
+    return out + b"".join(bodies)
+
+
+def test_a_deletion_vector_reads_as_its_row_indexes(tmp_path: Any) -> None:
+    import struct
+    import zlib
+
+    from coordinator.ops.deletion_vectors import DeletionVectorError, deleted_rows, read_deletion_vector
+    from coordinator.storage.local import LocalStorage
+
+    sparse = [0, 7, 65_535, 65_536, 70_000]  # array containers under keys 0 and 1
+    dense = list(range(100_000, 106_000))  # 6,000 values under key 1: a bitmap container
+    high = [(1 << 32) + 3, (1 << 32) + 4]  # a second 32-bit bitmap (key 1 of the array)
+    data = (struct.pack("<Iq", 1681511377, 2) + struct.pack("<I", 0) + _roaring32(sparse + dense, runs=False)
+            + struct.pack("<I", 1) + _roaring32([3, 4], runs=False))
+    assert deleted_rows(data) == sorted(sparse + dense + high)
+    runs = struct.pack("<Iq", 1681511377, 1) + struct.pack("<I", 0) + _roaring32(list(range(10, 20)), runs=True)
+    assert deleted_rows(runs) == list(range(10, 20))
+    with pytest.raises(DeletionVectorError, match="magic"):
+        deleted_rows(b"\0" * 16)
+
+    # stored in a file at an offset: length (big-endian), the bitmap, its CRC-32
+    small = struct.pack("<Iq", 1681511377, 1) + struct.pack("<I", 0) + _roaring32([1, 5], runs=False)
+    blob = b"\x01" + struct.pack(">I", len(small)) + small + struct.pack(">I", zlib.crc32(small))
+    (tmp_path / "deletion_vector_00000000-0000-0000-0000-000000000000.bin").write_bytes(blob)
+    dv = {"storageType": "p", "pathOrInlineDv": f"file://{tmp_path}/deletion_vector_00000000-0000-0000-0000-000000000000.bin",
+          "offset": 1, "sizeInBytes": len(small), "cardinality": 2}
+    storage = LocalStorage()
+    assert asyncio.run(read_deletion_vector(storage, f"file://{tmp_path}", dv)) == [1, 5]
+    with pytest.raises(DeletionVectorError, match="cardinality"):
+        asyncio.run(read_deletion_vector(storage, f"file://{tmp_path}", {**dv, "cardinality": 3}))
+    (tmp_path / "deletion_vector_00000000-0000-0000-0000-000000000000.bin").write_bytes(blob[:-1] + b"\0")
+    with pytest.raises(DeletionVectorError, match="checksum"):
+        asyncio.run(read_deletion_vector(storage, f"file://{tmp_path}", dv))

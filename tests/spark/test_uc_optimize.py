@@ -1,11 +1,12 @@
 """The owner's compaction (`commit-owner optimize`, coordinator/ops/optimize.py) of MANAGED tables that stock
 delta-spark 4.4 + ``UCSingleCatalog`` writes through ``/delta/v1``, with delta-spark writing during it.
 
-One Spark process (tests/spark/uc_sql.py, one JVM) creates two partitioned tables and grows each by single-row
-INSERTs, then, while a compaction of each is under way (between its read and its commit), INSERTs into the
-first and DELETEs from the second. The compaction of the first moves onto the INSERT and commits; the DELETE
-removed a file the second compaction rewrote, so it gives up. delta-spark then reads both tables (rows and
-DESCRIBE HISTORY), and the owner's ratified rows are judged as in tests/spark/test_uc_catalog.py.
+One Spark process (tests/spark/uc_sql.py, one JVM) creates two partitioned tables and grows each by small
+INSERTs (the second with deletion vectors on), then, while a compaction of each is under way (between its read
+and its commit), INSERTs into the first and DELETEs one row from the second. The compaction of the first moves
+onto the INSERT and commits; the DELETE replaced a file the second compaction rewrote (a deletion vector), so
+it gives up; a compaction run afterwards applies that deletion vector. delta-spark then reads both tables (rows
+and DESCRIBE HISTORY), and the owner's ratified rows are judged as in tests/spark/test_uc_catalog.py.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from tests.unity.sail import Owner, local_path, start_owner
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
 INSERTS = [(1, "a"), (2, "b"), (3, "a"), (4, "b"), (5, "a"), (6, "b")]
+# The second table: two rows of one partition per INSERT, so that a DELETE of one row leaves a deletion vector.
+PAIRS = [((i, p), (i + 100, p)) for i, p in INSERTS]
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +59,11 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
     grow, race_insert, race_delete, judged = (tmp_path / g for g in ("grow", "race-insert", "race-delete", "judged"))
     t1, t2 = f"{s.catalog}.s.appended", f"{s.catalog}.s.deleted"
     steps: list[Any] = [f"CREATE SCHEMA {s.catalog}.s"]
-    for t in (t1, t2):
-        steps.append(f"CREATE TABLE {t} (id INT, part STRING) USING delta PARTITIONED BY (part)")
-        steps += [f"INSERT INTO {t} VALUES ({i}, '{p}')" for i, p in INSERTS]
+    steps.append(f"CREATE TABLE {t1} (id INT, part STRING) USING delta PARTITIONED BY (part)")
+    steps += [f"INSERT INTO {t1} VALUES ({i}, '{p}')" for i, p in INSERTS]
+    steps.append(f"CREATE TABLE {t2} (id INT, part STRING) USING delta PARTITIONED BY (part) "
+                 "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+    steps += [f"INSERT INTO {t2} VALUES ({a[0]}, '{a[1]}'), ({b[0]}, '{b[1]}')" for a, b in PAIRS]
     steps += [{"wait": str(grow)},
               {"wait": str(race_insert)}, f"INSERT INTO {t1} VALUES (100, 'a')",
               {"wait": str(race_delete)}, f"DELETE FROM {t2} WHERE id = 1",
@@ -91,6 +96,15 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
                       for a in map(json.loads, f.read_text().splitlines()) if "add" in a}
         files = {str(p.relative_to(root)) for p in root.rglob("*.parquet") if "_delta_log" not in p.parts}
         assert files <= referenced, files - referenced  # the compaction's own files are gone again
+        deleting = [json.loads(x) for x in (root / "_delta_log" / f"{7:020d}.json").read_text().splitlines()]
+        assert [a["add"]["deletionVector"]["cardinality"] for a in deleting if "add" in a] == [1]
+
+        # Run again with nobody racing: the DELETE's deletion vector is applied (the row left out of the rewrite).
+        purge = await run_optimize(settings, ids[t2]["storage_location"], target_size=1 << 20)
+        assert purge["version"] == 8 and purge["deletionVectorsPurged"] == 1 and purge["filesAdded"] == 2
+        info = json.loads((root / "_delta_log" / f"{8:020d}.json").read_text().splitlines()[0])["commitInfo"]
+        assert info["operationMetrics"]["numDeletionVectorsRemoved"] == "1"
+        judge_owner(s, ids[t2]["table_id"], ids[t2]["storage_location"], 8)
 
         judged.touch()
         results = s.expect_ok(spark, spark.finish(), len([x for x in steps if isinstance(x, str)]))
@@ -99,8 +113,8 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
         assert history(hist1)[8] == "OPTIMIZE" and history(hist1)[7] == "WRITE"
         optimize_row = next(r for r in hist1["rows"] if int(r["version"]) == 8)
         print(f"\n[{t1}] DESCRIBE HISTORY of the owner's compaction: {json.dumps(optimize_row, default=str)[:1500]}")
-        assert result_rows(sel2, "id", "part") == sorted(INSERTS[1:], key=repr)
-        assert history(hist2)[7] == "DELETE" and 8 not in history(hist2)
+        assert result_rows(sel2, "id", "part") == sorted([r for pair in PAIRS for r in pair if r[0] != 1], key=repr)
+        assert history(hist2)[7] == "DELETE" and history(hist2)[8] == "OPTIMIZE"
     finally:
         if spark.proc.poll() is None:
             spark.proc.kill()
