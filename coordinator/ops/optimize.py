@@ -25,11 +25,13 @@ from typing import Any
 from client.actions import next_in_commit_timestamp
 from client.contract.delta_log import parse_actions
 from client.contract.errors import (
+    CommitFailedError,
     CommitOwnerError,
     CommitStateUnknownError,
     CommitVersionConflictError,
     InvalidArgumentError,
     TableChangedError,
+    TableNotFoundError,
 )
 from client.contract.layout import new_batch_folder
 from client.http import encode_actions
@@ -155,8 +157,9 @@ async def compact(settings: Settings, ref: str, *, target_size: int | None = Non
     ``optimize_min_small_files``. ``before_commit`` is called (and awaited) with the version about to be
     proposed, before every proposal. Raises InvalidArgumentError (bad input, a table that is not the owner's
     live table, or one it cannot compact; nothing changed), TableNotFoundError, TableChangedError (a concurrent
-    commit removed a file it rewrote: nothing committed, its files deleted), UnavailableError,
-    CommitStateUnknownError (its files are kept: the commit may have landed).
+    commit removed a file it rewrote: nothing committed, its files deleted), CommitFailedError (refused: its
+    files deleted), UnavailableError (before its commit), CommitStateUnknownError (the database or storage
+    failed during its commit: its files are kept, the commit may have landed).
     """
     from backfill.worker import Backfiller
     from coordinator.core.service import CommitService
@@ -189,9 +192,12 @@ async def compact(settings: Settings, ref: str, *, target_size: int | None = Non
         committed = False
         try:
             for i, b in enumerate(p.bins):
-                rep.added.append(await rewrite(backend, t.location, b, folder=folder, index=i,
-                                               schema_string=metadata.get("schemaString") or "{}",
-                                               partition_columns=partition_columns))
+                try:
+                    rep.added.append(await rewrite(backend, t.location, b, folder=folder, index=i,
+                                                   schema_string=metadata.get("schemaString") or "{}",
+                                                   partition_columns=partition_columns))
+                except ValueError as e:  # files it cannot put together, a deletion vector it cannot read
+                    raise InvalidArgumentError(f"{t.location} cannot be compacted: {e}; nothing changed") from None
             service = CommitService(settings, store, storage)
             while True:
                 version = state.version + 1
@@ -217,9 +223,16 @@ async def compact(settings: Settings, ref: str, *, target_size: int | None = Non
                     for v, acts in missed:
                         state.apply(v, list(acts))
                     continue
-                except CommitStateUnknownError:
-                    committed = True  # it may have landed: its files stay
-                    raise
+                except (CommitFailedError, TableNotFoundError, InvalidArgumentError):
+                    raise  # refused for certain: nothing references its files
+                except BaseException as e:  # the database or storage failed mid-way: the version may have landed
+                    committed = True  # so its files stay (vacuum removes them if it did not)
+                    if not isinstance(e, Exception):
+                        raise  # cancelled, interrupted
+                    raise CommitStateUnknownError(
+                        f"{t.location}: the outcome of the compaction's commit of version {version} is unknown "
+                        f"({type(e).__name__}: {e}); its new files under {folder}/ are kept: look at the table's "
+                        "latest version before running it again") from e
                 committed = True
                 rep.version = version
                 break
