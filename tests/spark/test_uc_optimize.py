@@ -58,7 +58,12 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
     s = Scenario(owner, uc_jars, tmp_path, rest=True)
     grow, race_insert, race_delete, judged = (tmp_path / g for g in ("grow", "race-insert", "race-delete", "judged"))
     t1, t2 = f"{s.catalog}.s.appended", f"{s.catalog}.s.deleted"
-    steps: list[Any] = [f"CREATE SCHEMA {s.catalog}.s"]
+    # The fact source: delta-spark's own OPTIMIZE of a plain path table (no catalog), its commitInfo compared below.
+    plain = tmp_path / "plain"
+    steps: list[Any] = [f"CREATE TABLE delta.`{plain}` (id INT) USING delta",
+                        *(f"INSERT INTO delta.`{plain}` VALUES ({i})" for i in range(3)),
+                        f"OPTIMIZE delta.`{plain}`",
+                        f"CREATE SCHEMA {s.catalog}.s"]
     steps.append(f"CREATE TABLE {t1} (id INT, part STRING) USING delta PARTITIONED BY (part)")
     steps += [f"INSERT INTO {t1} VALUES ({i}, '{p}')" for i, p in INSERTS]
     steps.append(f"CREATE TABLE {t2} (id INT, part STRING) USING delta PARTITIONED BY (part) "
@@ -76,6 +81,8 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
         wait_ready(grow, 1, [spark], s)
         grow.touch()
         ids = {t: owner.uc("GET", f"/tables/{t}") for t in (t1, t2)}
+        theirs = json.loads((plain / "_delta_log" / f"{4:020d}.json").read_text().splitlines()[0])["commitInfo"]
+        print(f"\ndelta-spark's own OPTIMIZE commitInfo: {json.dumps(theirs)}")
         for t in (t1, t2):
             judge_owner(s, ids[t]["table_id"], ids[t]["storage_location"], len(INSERTS))
 
@@ -104,6 +111,11 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
         assert purge["version"] == 8 and purge["deletionVectorsPurged"] == 1 and purge["filesAdded"] == 2
         info = json.loads((root / "_delta_log" / f"{8:020d}.json").read_text().splitlines()[0])["commitInfo"]
         assert info["operationMetrics"]["numDeletionVectorsRemoved"] == "1"
+        # the same operation, parameters and metric names as delta-spark's own OPTIMIZE writes
+        assert info["operation"] == theirs["operation"] == "OPTIMIZE"
+        assert info["operationParameters"] == theirs["operationParameters"], theirs
+        assert set(info["operationMetrics"]) == set(theirs["operationMetrics"]), theirs
+        assert all(isinstance(v, str) for v in theirs["operationMetrics"].values())
         judge_owner(s, ids[t2]["table_id"], ids[t2]["storage_location"], 8)
 
         judged.touch()
