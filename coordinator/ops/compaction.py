@@ -175,7 +175,10 @@ async def rewrite(backend: StorageBackend, location: str, b: Bin, *, folder: str
     order = [f["name"] for f in json.loads(schema_string or "{}").get("fields", []) if f["name"] in merged.column_names]
     merged = merged.select(order + [c for c in merged.column_names if c not in order])
     sink = pa.BufferOutputStream()
-    pq.write_table(merged, sink, compression="snappy", write_statistics=True)
+    try:  # timestamps as Delta keeps them (microseconds; Spark's INT96 reads back as nanoseconds here)
+        pq.write_table(merged, sink, compression="snappy", write_statistics=True, coerce_timestamps="us")
+    except pa.ArrowInvalid as e:
+        raise ValueError(f"the files of partition {b.partition_values} cannot be rewritten: {e}") from None
     buf = sink.getvalue()
     footer = pq.read_metadata(pa.BufferReader(buf))
     data_schema = _data_schema(schema_string, partition_columns, merged.column_names)

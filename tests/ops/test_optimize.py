@@ -6,6 +6,7 @@ are real commits through the running service."""
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
 import os
 import subprocess
@@ -55,6 +56,8 @@ def _grown(svc: Service, n: int = 12, *, partitioned: bool = True) -> tuple[str,
     for i in range(n):
         name = (f"n{i}" if i % 3 else None) if partitioned else f"n{i:02d}"
         data = pa.table({"id": pa.array([i], pa.int64()), "name": pa.array([name], pa.string()),
+                         "ts": pa.array([datetime.datetime(2026, 11, 29, i, tzinfo=datetime.timezone.utc)],
+                                        pa.timestamp("us", tz="UTC")),
                          "p": ["a" if i % 2 else "b"]})
         write_table(data, path, client=client, partition_by=["p"] if partitioned else None)
     return path, client
@@ -135,7 +138,9 @@ async def test_compaction_rewrites_small_files_one_commit_same_rows(svc: Service
         names = [r[1] for r in rows if r[2] == a["partitionValues"]["p"]]
         assert stats["numRecords"] == 6
         assert stats["minValues"]["id"] == ids[0] and stats["maxValues"]["id"] == ids[-1]
-        assert stats["nullCount"] == {"id": 0, "name": names.count(None)}
+        assert stats["nullCount"] == {"id": 0, "name": names.count(None), "ts": 0}
+        assert stats["minValues"]["ts"] == f"2026-11-29T{ids[0]:02d}:00:00.000Z"
+        assert stats["maxValues"]["ts"] == f"2026-11-29T{ids[-1]:02d}:00:00.000Z"
         assert a["path"].split("/")[1] == f"p={a['partitionValues']['p']}"
 
     # Nothing left to compact: a second pass commits nothing.
@@ -143,7 +148,8 @@ async def test_compaction_rewrites_small_files_one_commit_same_rows(svc: Service
     assert again["version"] is None and again["filesRemoved"] == 0 and load_snapshot(path, client=client).version == 13
     # The running owner takes the next writer's commit on top of the compaction it did not ratify itself.
     late = write_table(pa.table({"id": pa.array([12], pa.int64()), "name": pa.array(["late"], pa.string()),
-                                 "p": ["a"]}), path, client=client)
+                                 "ts": pa.array([None], pa.timestamp("us", tz="UTC")), "p": ["a"]}), path,
+                       client=client)
     assert late.version == 14 and late.rebases <= 1
     assert _rows_rs(path) == sorted([*rows, (12, "late", "a")], key=lambda r: r[0])
 
@@ -169,7 +175,8 @@ async def test_append_racing_the_compaction_lands_and_the_compaction_rebases(svc
 
     def append(version: int) -> None:
         if not raced:  # the first proposal's version is taken by a writer through the running owner
-            r = write_table(pa.table({"id": pa.array([100], pa.int64()), "name": ["late"], "p": ["a"]}), path,
+            r = write_table(pa.table({"id": pa.array([100], pa.int64()), "name": ["late"],
+                                      "ts": pa.array([None], pa.timestamp("us", tz="UTC")), "p": ["a"]}), path,
                             client=client)
             raced.append(r.version)
             assert r.version == version
