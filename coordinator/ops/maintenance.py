@@ -205,19 +205,23 @@ class _Log:
         return keep | self.pending, oldest
 
 
-async def read_log(store: OwnershipStore, backend: StorageBackend, t: TableRow) -> _Log:
+async def read_log(store: OwnershipStore, backend: StorageBackend, t: TableRow, *, newest: bool = False) -> _Log:
     """Read the published log once, from the oldest point it is complete from: version 0, or a checkpoint
-    followed by every later ``<v>.json`` (a table whose early commits are gone). Raises InvalidArgumentError."""
+    followed by every later ``<v>.json`` (a table whose early commits are gone); with ``newest``, from the newest
+    such point (the latest state is all that is needed). Raises InvalidArgumentError."""
     names = await backend.list_names(log_dir(t.location))
     top = t.latest_backfilled_version
     deltas = {v for v in map(parse_delta_file, names) if v is not None and v <= top}
     checkpoints = complete_checkpoints(names)
     starts = [-1] if 0 in deltas else []
     starts += sorted(v for v in checkpoints if v <= top)
+    if newest:
+        starts.reverse()
     start = next((c for c in starts if all(v in deltas for v in range(c + 1, top + 1))), None)
     if start is None:
         raise InvalidArgumentError(f"{t.location}: the published log is incomplete (no version 0 nor checkpoint "
-                                   f"from which every <v>.json up to {top} is present); nothing deleted")
+                                   f"from which every <v>.json up to {top} is present); nothing "
+                                   f"{'changed' if newest else 'deleted'}")
     state = TableState()
     if start >= 0:
         parts = [await backend.read(f"{log_dir(t.location)}/{n}") for n in checkpoints[start]]

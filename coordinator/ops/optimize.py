@@ -68,10 +68,11 @@ class _Table:
     versions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-async def _read_table(store: OwnershipStore, backend: StorageBackend, t: TableRow) -> _Table:
-    """The table at its latest ratified version: the published log (from a checkpoint or version 0) and then the
-    ratified commits not yet published (from their rows). Raises InvalidArgumentError (an incomplete log)."""
-    log_ = await read_log(store, backend, t)
+async def _read_table(store: OwnershipStore, backend: StorageBackend, t: TableRow, *, newest: bool = True) -> _Table:
+    """The table at its latest ratified version: the published log (from its newest checkpoint, else version 0)
+    and then the ratified commits not yet published (from their rows). Raises InvalidArgumentError (an
+    incomplete log)."""
+    log_ = await read_log(store, backend, t, newest=newest)
     s = log_.start_state
     state = TableState(version=s.version, protocol=s.protocol, metadata=s.metadata, adds=dict(s.adds),
                        txns=dict(s.txns), domains=dict(s.domains), ict=s.ict, timestamp=s.timestamp)
@@ -83,7 +84,7 @@ async def _read_table(store: OwnershipStore, backend: StorageBackend, t: TableRo
         if v <= state.version:
             continue  # published since the table was read: replayed from its <v>.json already
         if v != state.version + 1:  # published between the two reads: read again
-            return await _read_table(store, backend, await store.get_table(t.table_id))
+            return await _read_table(store, backend, await store.get_table(t.table_id), newest=newest)
         state.apply(v, actions)
         out.versions[v] = actions
     return out
@@ -262,9 +263,13 @@ async def _missed(service: Any, store: OwnershipStore, backend: StorageBackend, 
             return missed
         except FileNotFoundError:
             pass  # published and cleaned up meanwhile: the log has it
-    table = await _read_table(store, backend, await store.get_table(t.table_id))
+    table = await _read_table(store, backend, await store.get_table(t.table_id), newest=False)
     missed = [(v, a) for v, a in sorted(table.versions.items()) if v >= version]
     log.info("%s: version %d was taken; versions %s read from the log", t.location, version, [v for v, _ in missed])
+    if [v for v, _ in missed] != list(range(version, table.state.version + 1)):  # cleaned up below a checkpoint
+        raise TableChangedError(f"compaction of {t.location} gave up: the commits from version {version} on "
+                                "cannot all be read to check them; nothing was committed and its new files are "
+                                "deleted", latest_table_version=table.state.version)
     return missed
 
 

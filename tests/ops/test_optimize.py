@@ -414,3 +414,20 @@ def test_a_deletion_vector_reads_as_its_row_indexes(tmp_path: Any) -> None:
     (tmp_path / "deletion_vector_00000000-0000-0000-0000-000000000000.bin").write_bytes(blob[:-1] + b"\0")
     with pytest.raises(DeletionVectorError, match="checksum"):
         asyncio.run(read_deletion_vector(storage, f"file://{tmp_path}", dv))
+
+
+async def test_compaction_reads_the_table_from_its_newest_checkpoint(svc: Service) -> None:
+    from coordinator.ops.maintenance import run_maintain
+
+    if "sqlite" not in svc.backend.database_url:
+        pytest.skip("one database is enough for the checkpoint's path")
+    path, client = _grown(svc, 11)
+    out = await run_maintain(_settings(svc), (path,), cleanup=False)
+    assert out["tables"][0]["written"] == [10]
+    os.remove(os.path.join(path, "_delta_log", delta_file_name(3)))  # replay from version 0 is impossible now
+    rows = _rows(read_table(path, client=client))
+    rep = await run_optimize(_settings(svc), path, target_size=MiB)
+    assert rep["readVersion"] == 11 and rep["version"] == 12 and rep["filesRemoved"] == 11 and rep["filesAfter"] == 2
+    assert _rows(read_table(path, client=client)) == rows
+    removed = {a["remove"]["path"]: a["remove"] for a in _log_actions(path, 12) if "remove" in a}
+    assert len(removed) == 11 and all(json.loads(r["stats"])["numRecords"] == 1 for r in removed.values())
