@@ -243,6 +243,20 @@ async def test_bad_input_changes_nothing(svc: Service) -> None:
     assert _data_files(path) == files and await _db_state(svc, path) == db
 
 
+async def test_a_table_handed_back_is_not_compacted(svc: Service) -> None:
+    from client.lifecycle import release_ownership
+
+    if "sqlite" not in svc.backend.database_url:
+        pytest.skip("one database is enough")
+    path, client = _grown(svc, 3)
+    release_ownership(path, client=client)
+    files, db, version = _data_files(path), await _db_state(svc, path), DeltaTable(path).version()
+    assert db[0] == "RELEASED"
+    with pytest.raises(InvalidArgumentError, match="is RELEASED"):
+        await run_optimize(_settings(svc), path, target_size=MiB)
+    assert _data_files(path) == files and await _db_state(svc, path) == db and DeltaTable(path).version() == version
+
+
 def test_cli_optimize(svc: Service) -> None:
     if "sqlite" not in svc.backend.database_url:
         pytest.skip("the command line once is enough")
