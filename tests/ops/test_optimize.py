@@ -117,7 +117,7 @@ async def test_compaction_rewrites_small_files_one_commit_same_rows(svc: Service
     actions = _log_actions(path, 13)
     info = actions[0]["commitInfo"]
     assert info["operation"] == "OPTIMIZE" and info["readVersion"] == 12 and info["isBlindAppend"] is False
-    assert info["operationParameters"] == {"predicate": "[]", "zOrderBy": "[]", "clusterBy": "[]", "auto": "false"}
+    assert info["operationParameters"] == {"predicate": "[]", "zOrderBy": "[]", "clusterBy": "[]", "auto": False}
     removes = [a["remove"] for a in actions if "remove" in a]
     adds = [a["add"] for a in actions if "add" in a]
     old = {f["path"]: f for f in before.files}

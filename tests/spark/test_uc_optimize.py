@@ -19,7 +19,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from client.contract.errors import TableChangedError
+from client.contract.errors import InvalidArgumentError, TableChangedError
 from coordinator.ops.optimize import run_optimize
 from coordinator.runtime.settings import Settings
 from tests.conftest import make_backend
@@ -60,15 +60,20 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
     t1, t2 = f"{s.catalog}.s.appended", f"{s.catalog}.s.deleted"
     # The fact source: delta-spark's own OPTIMIZE of a plain path table (no catalog), its commitInfo compared below.
     plain = tmp_path / "plain"
-    steps: list[Any] = [f"CREATE TABLE delta.`{plain}` (id INT) USING delta",
-                        *(f"INSERT INTO delta.`{plain}` VALUES ({i})" for i in range(3)),
-                        f"OPTIMIZE delta.`{plain}`",
+    steps: list[Any] = [f"CREATE TABLE spark_catalog.delta.`{plain}` (id INT) USING delta",
+                        *(f"INSERT INTO spark_catalog.delta.`{plain}` VALUES ({i})" for i in range(3)),
+                        f"OPTIMIZE spark_catalog.delta.`{plain}`",
                         f"CREATE SCHEMA {s.catalog}.s"]
-    steps.append(f"CREATE TABLE {t1} (id INT, part STRING) USING delta PARTITIONED BY (part)")
+    # delta-spark's default MANAGED table has the rowTracking feature, which the compaction refuses for now
+    t0 = f"{s.catalog}.s.tracked"
+    steps += [f"CREATE TABLE {t0} (id INT) USING delta", f"INSERT INTO {t0} VALUES (1)", f"INSERT INTO {t0} VALUES (2)"]
+    steps.append(f"CREATE TABLE {t1} (id INT, part STRING) USING delta PARTITIONED BY (part) "
+                 "TBLPROPERTIES ('delta.enableRowTracking' = 'false')")
     steps += [f"INSERT INTO {t1} VALUES ({i}, '{p}')" for i, p in INSERTS]
     steps.append(f"CREATE TABLE {t2} (id INT, part STRING) USING delta PARTITIONED BY (part) "
-                 "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
-    steps += [f"INSERT INTO {t2} VALUES ({a[0]}, '{a[1]}'), ({b[0]}, '{b[1]}')" for a, b in PAIRS]
+                 "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', 'delta.enableRowTracking' = 'false')")
+    steps += [f"INSERT INTO {t2} SELECT /*+ REPARTITION(1) */ * FROM VALUES ({a[0]}, '{a[1]}'), ({b[0]}, '{b[1]}') "
+              "AS v(id, part)" for a, b in PAIRS]  # one file of two rows each
     steps += [{"wait": str(grow)},
               {"wait": str(race_insert)}, f"INSERT INTO {t1} VALUES (100, 'a')",
               {"wait": str(race_delete)}, f"DELETE FROM {t2} WHERE id = 1",
@@ -81,10 +86,22 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
         wait_ready(grow, 1, [spark], s)
         grow.touch()
         ids = {t: owner.uc("GET", f"/tables/{t}") for t in (t1, t2)}
+        for t in (t1, t2):
+            first = [json.loads(x) for x in (local_path(ids[t]["storage_location"]) / "_delta_log" /
+                                             f"{0:020d}.json").read_text().splitlines()]
+            print(f"\n[{t}] protocol {[a for a in first if 'protocol' in a]}, configuration "
+                  f"{[a['metaData'].get('configuration') for a in first if 'metaData' in a]}")
         theirs = json.loads((plain / "_delta_log" / f"{4:020d}.json").read_text().splitlines()[0])["commitInfo"]
         print(f"\ndelta-spark's own OPTIMIZE commitInfo: {json.dumps(theirs)}")
         for t in (t1, t2):
             judge_owner(s, ids[t]["table_id"], ids[t]["storage_location"], len(INSERTS))
+
+        tracked = owner.uc("GET", f"/tables/{t0}")
+        before = sorted(p.name for p in local_path(tracked["storage_location"]).rglob("*"))
+        with pytest.raises(InvalidArgumentError, match="rowTracking"):
+            await run_optimize(settings, tracked["storage_location"], target_size=1 << 20)
+        assert sorted(p.name for p in local_path(tracked["storage_location"]).rglob("*")) == before
+        judge_owner(s, tracked["table_id"], tracked["storage_location"], 2)
 
         # An INSERT lands between the compaction's read and its commit: the compaction commits after it.
         rep = await run_optimize(settings, ids[t1]["storage_location"], target_size=1 << 20,
