@@ -132,6 +132,11 @@ def _hive_escape(text: str) -> str:
     return "".join(f"%{ord(c):02X}" if (c in _HIVE_ESCAPED or ord(c) < 32) else c for c in text)
 
 
+def partition_folders(values: Mapping[str, str | None]) -> str:
+    """The Hive folders of a file of the partition ``values`` (``c=v/`` each, escaped; null as Hive's default)."""
+    return "".join(f"{_hive_escape(c)}={_hive_escape(v) if v is not None else HIVE_NULL}/" for c, v in values.items())
+
+
 def _partition_value(value: Any) -> str | None:
     """Delta's string form of a partition value (``None`` for null; an empty string is null, as in Spark)."""
     if value is None:
@@ -144,7 +149,7 @@ def _partition_value(value: Any) -> str | None:
     return text if text != "" else None
 
 
-def _nan_leaves(table: Any, data_schema: Mapping[str, Any]) -> set[tuple[str, ...]]:
+def nan_leaves(table: Any, data_schema: Mapping[str, Any]) -> set[tuple[str, ...]]:
     """Float leaves that must get no bounds: top-level ones holding a NaN, and every nested one (not scanned)."""
     import pyarrow.compute as pc
 
@@ -192,9 +197,7 @@ class ArrowFiles:
                        "fields": [f for f in self.schema_json["fields"] if f["name"] not in partition_by]}
         out = []
         for i, (values, part) in enumerate(self._parts(partition_by)):
-            folders = "".join(f"{_hive_escape(c)}={_hive_escape(v) if v is not None else HIVE_NULL}/"
-                              for c, v in values.items())
-            rel = f"{folder}/{folders}{data_file_name(i)}"
+            rel = f"{folder}/{partition_folders(values)}{data_file_name(i)}"
             sink = pa.BufferOutputStream()
             pq.write_table(part, sink, compression="snappy", write_statistics=True)
             buf = sink.getvalue()
@@ -205,7 +208,7 @@ class ArrowFiles:
                 size=buf.size,
                 modification_time=int(time.time() * 1000),
                 partition_values=values,
-                stats=parquet_footer_stats(footer, data_schema, _nan_leaves(part, data_schema)),
+                stats=parquet_footer_stats(footer, data_schema, nan_leaves(part, data_schema)),
             ))
         return out
 
@@ -257,4 +260,5 @@ def write_table(
                             engine_info=ARROW_ENGINE_INFO)
 
 
-__all__ = ["ArrowFiles", "TableChangedError", "WriteResult", "delta_schema", "to_arrow", "write_table"]
+__all__ = ["ArrowFiles", "TableChangedError", "WriteResult", "delta_schema", "nan_leaves", "partition_folders", "to_arrow",
+           "write_table"]

@@ -292,7 +292,7 @@ def transactions_list(table: str | None, limit: int, as_json: bool, config: str 
 main.add_command(config)  # operations: `config show|docs`
 for _command in TABLE_COMMANDS:  # `tables create|forget|unfence|release`
     tables.add_command(_command)
-for _command in MAINTENANCE_COMMANDS:  # `maintain`, `vacuum` (docs/maintenance.md)
+for _command in MAINTENANCE_COMMANDS:  # `maintain`, `vacuum`, `optimize` (docs/maintenance.md)
     main.add_command(_command)
 main.add_command(tokens)  # security: `commit-owner tokens ...`
 main.add_command(staging)  # `commit-owner staging list|clean` (coordinator/ops/staging.py)

@@ -353,4 +353,59 @@ def vacuum(table: str, retention: str | None, dry_run: bool, force: bool, metric
                f"{out['oldestKeptVersion']}..{out['latestVersion']} stay readable")
 
 
-MAINTENANCE_COMMANDS = (maintain, vacuum)
+@click.command("optimize")
+@click.argument("table")
+@click.option("--target-size", type=int, default=None, metavar="BYTES",
+              help="Rewrite each partition's files smaller than BYTES into files of about BYTES; default: the setting "
+                   "optimize_target_file_bytes (128 MiB).")
+@click.option("--min-files", type=int, default=None, metavar="N",
+              help="Leave a partition alone unless it has N or more small files; default: the setting "
+                   "optimize_min_small_files (2).")
+@click.option("--dry-run", is_flag=True, help="Say what would be rewritten; write and commit nothing.")
+@click.option("--metrics-file", type=click.Path(dir_okay=False), default=None,
+              help="Write the files and bytes rewritten (or a give-up) here (Prometheus text format).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@_table_options((*_DIRECT, "allow_location", "log_level", "log_format"), api=False)
+def optimize(table: str, target_size: int | None, min_files: int | None, dry_run: bool, metrics_file: str | None,
+             as_json: bool, config: str | None, **overrides: Any) -> None:
+    """Compact an owned table once (bin-packing OPTIMIZE): its small files, partition by partition, rewritten into
+    files of about the target size, in one commit of the owner's (operation OPTIMIZE, dataChange false).
+
+    A concurrent append does not stop it; a concurrent commit that removed a file it rewrote does (nothing is
+    committed, exit 1). Deletion vectors are applied (purged) in the files it rewrites. Needs pyarrow (the maintain
+    extra).
+    """
+    import json
+
+    from coordinator.ops.optimize import run_optimize
+    from coordinator.runtime.logs import setup_logging
+
+    try:
+        import pyarrow  # noqa: F401 - checked here so a missing install is one clear line, not a traceback
+    except ImportError:
+        raise click.UsageError("commit-owner optimize rewrites Parquet files and needs pyarrow: "
+                               "from a clone, .venv/bin/pip install -e '.[maintain]'") from None
+    settings = load_settings(config, **overrides)
+    setup_logging(settings.log_level, settings.log_format)
+    out = asyncio.run(run_optimize(settings, table, target_size=target_size, min_files=min_files, dry_run=dry_run,
+                                   metrics_file=metrics_file))
+    if as_json:
+        click.echo(json.dumps(out, indent=2))
+        return
+    if out["filesRemoved"] == 0:
+        click.echo(f"{out['location']}: nothing to compact at version {out['readVersion']} ({out['filesBefore']} "
+                   f"file(s), target {out['targetSize']} bytes)")
+    else:
+        verb = "would rewrite" if out["dryRun"] else "rewrote"
+        head = f"{out['location']}: {verb} {out['filesRemoved']} file(s), {out['bytesRemoved']} bytes, into " \
+               f"{out['filesAdded']} file(s)" + ("" if out["dryRun"] else f", {out['bytesAdded']} bytes")
+        click.echo(head + f" in {out['partitions']} partition(s); files {out['filesBefore']} -> {out['filesAfter']}")
+    if out["version"] is not None:
+        click.echo(f"  committed as version {out['version']} (read version {out['readVersion']}, "
+                   f"{out['rebases']} lost race(s) rebased), published through {out['publishedVersion']}")
+    if out["deletionVectorsPurged"]:
+        click.echo(f"  deletion vectors applied: {out['deletionVectorsPurged']} file(s) rewritten without their "
+                   "deleted rows")
+
+
+MAINTENANCE_COMMANDS = (maintain, vacuum, optimize)

@@ -141,20 +141,21 @@ class VacuumReport:
                 "deleted": self.deleted}
 
 
-def _relative(location: str, path: str) -> str:
-    """A data file path of an action (relative and URL-encoded, or absolute) relative to the table root."""
+def relative_to_table(location: str, path: str) -> str:
+    """A data file path of an action (a URI: relative or absolute, URL-encoded either way) relative to the table
+    root, decoded (the name storage lists)."""
     if "://" in path:
-        return path[len(location) + 1:] if path.startswith(location + "/") else path
+        return unquote(path[len(location) + 1:]) if path.startswith(location + "/") else path
     return unquote(path)
 
 
 def _files_of(location: str, add: dict[str, Any]) -> list[str]:
     """The files an ``add`` needs, relative to the table: its data file and its deletion vector's file."""
-    out = [_relative(location, add["path"])]
+    out = [relative_to_table(location, add["path"])]
     dv = add.get("deletionVector") or {}
     dv_file = deletion_vector_file(dv.get("storageType"), dv.get("pathOrInlineDv")) if dv else None
     if dv_file is not None:
-        out.append(dv_file if dv.get("storageType") == "u" else _relative(location, dv_file))
+        out.append(dv_file if dv.get("storageType") == "u" else relative_to_table(location, dv_file))
     return out
 
 
@@ -178,6 +179,7 @@ class _Log:
     versions: list[tuple[int, int, list[dict[str, Any]]]]  # (version, commit time ms, actions)
     pending: set[str]  # files of ratified commits not yet published
     latest: int
+    unpublished: list[tuple[int, list[dict[str, Any]]]] = field(default_factory=list)  # (version, actions)
 
     @property
     def properties(self) -> dict[str, str]:
@@ -203,19 +205,23 @@ class _Log:
         return keep | self.pending, oldest
 
 
-async def _read_log(store: OwnershipStore, backend: StorageBackend, t: TableRow) -> _Log:
+async def read_log(store: OwnershipStore, backend: StorageBackend, t: TableRow, *, newest: bool = False) -> _Log:
     """Read the published log once, from the oldest point it is complete from: version 0, or a checkpoint
-    followed by every later ``<v>.json`` (a table whose early commits are gone). Raises InvalidArgumentError."""
+    followed by every later ``<v>.json`` (a table whose early commits are gone); with ``newest``, from the newest
+    such point (the latest state is all that is needed). Raises InvalidArgumentError."""
     names = await backend.list_names(log_dir(t.location))
     top = t.latest_backfilled_version
     deltas = {v for v in map(parse_delta_file, names) if v is not None and v <= top}
     checkpoints = complete_checkpoints(names)
     starts = [-1] if 0 in deltas else []
     starts += sorted(v for v in checkpoints if v <= top)
+    if newest:
+        starts.reverse()
     start = next((c for c in starts if all(v in deltas for v in range(c + 1, top + 1))), None)
     if start is None:
         raise InvalidArgumentError(f"{t.location}: the published log is incomplete (no version 0 nor checkpoint "
-                                   f"from which every <v>.json up to {top} is present); nothing deleted")
+                                   f"from which every <v>.json up to {top} is present); nothing "
+                                   f"{'changed' if newest else 'deleted'}")
     state = TableState()
     if start >= 0:
         parts = [await backend.read(f"{log_dir(t.location)}/{n}") for n in checkpoints[start]]
@@ -225,6 +231,7 @@ async def _read_log(store: OwnershipStore, backend: StorageBackend, t: TableRow)
         actions = parse_actions(await backend.read(delta_file(t.location, v)))
         versions.append((v, await _version_time(backend, t.location, v, actions), actions))
     pending: set[str] = set()
+    unpublished: list[tuple[int, list[dict[str, Any]]]] = []
     latest = top
     for row in await store.unbackfilled(t.table_id):  # ratified, not yet published: their files stay
         data = row.body if row.body is not None else \
@@ -232,7 +239,9 @@ async def _read_log(store: OwnershipStore, backend: StorageBackend, t: TableRow)
         actions = parse_actions(data)
         pending.update(f for a in actions if "add" in a for f in _files_of(t.location, a["add"]))
         latest = max(latest, row.version)
-    return _Log(start=start, start_state=state, versions=versions, pending=pending, latest=latest)
+        unpublished.append((row.version, actions))
+    return _Log(start=start, start_state=state, versions=versions, pending=pending, latest=latest,
+                unpublished=sorted(unpublished, key=lambda va: va[0]))
 
 
 def _hidden(rel: str) -> bool:
@@ -267,7 +276,7 @@ async def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry
 async def _vacuum(store: OwnershipStore, backend: StorageBackend, t: TableRow, retention: str | None, dry_run: bool,
                   force: bool) -> VacuumReport:
     now = _now_ms()
-    log_ = await _read_log(store, backend, t)
+    log_ = await read_log(store, backend, t)
     table_min_text = log_.properties.get(DELETED_FILE_RETENTION, DEFAULT_DELETED_FILE_RETENTION)
     table_min = parse_duration(table_min_text, f"table property {DELETED_FILE_RETENTION}")
     seconds = table_min if retention is None else parse_duration(retention, "--retention")
@@ -290,11 +299,11 @@ async def _vacuum(store: OwnershipStore, backend: StorageBackend, t: TableRow, r
             await backend.delete(f"{t.location}/{item['path']}")
             rep.deleted += 1
         if t.location.startswith("file://"):
-            _remove_empty_dirs(t.location, [i["path"] for i in rep.files])
+            remove_empty_dirs(t.location, [i["path"] for i in rep.files])
     return rep
 
 
-def _remove_empty_dirs(location: str, removed: list[str]) -> None:
+def remove_empty_dirs(location: str, removed: list[str]) -> None:
     """Local tables: the folders (e.g. ``batch-*/``) that vacuum emptied go too; object stores have no folders."""
     import os
 

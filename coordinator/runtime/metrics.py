@@ -281,7 +281,7 @@ class _TableFigures(Collector):
 
 
 class MaintenanceMetrics:
-    """The figures of `commit-owner maintain` / `vacuum`, processes of their own without an HTTP server: written
+    """The figures of `commit-owner maintain` / `vacuum` / `optimize`, processes of their own without an HTTP server: written
     as a Prometheus text file (``--metrics-file``, for node_exporter's textfile collector) after each pass."""
 
     def __init__(self) -> None:
@@ -299,6 +299,18 @@ class MaintenanceMetrics:
         self.vacuum_files = Counter("commit_owner_vacuum_deleted_files", "Data files vacuum deleted.", registry=r)
         self.vacuum_bytes = Counter("commit_owner_vacuum_freed_bytes", "Bytes of the data files vacuum deleted.",
                                     registry=r)
+        self.compaction_files_removed = Counter("commit_owner_compaction_removed_files",
+                                                "Small data files compactions rewrote (removed from the table).",
+                                                registry=r)
+        self.compaction_files_added = Counter("commit_owner_compaction_added_files",
+                                              "Data files compactions wrote in their place.", registry=r)
+        self.compaction_bytes_removed = Counter("commit_owner_compaction_removed_bytes",
+                                                "Bytes of the files compactions rewrote.", registry=r)
+        self.compaction_bytes_added = Counter("commit_owner_compaction_added_bytes",
+                                              "Bytes of the files compactions wrote.", registry=r)
+        self.compaction_gave_up = Counter("commit_owner_compaction_gave_up",
+                                          "Compactions that gave up to a commit that removed a file they rewrote.",
+                                          registry=r)
 
     def write(self, path: str) -> None:
         """Replace ``path`` with the current figures (written to a temporary file, then renamed)."""

@@ -316,6 +316,15 @@ class Settings:
         3600.0,
         "Only orphans older than this are removed (raised to 3 x request_timeout_seconds + 5 s at least).",
         parse=float)
+    # -- maintenance: compaction (`commit-owner optimize`, docs/maintenance.md) --
+    optimize_target_file_bytes: int = setting(
+        128 * 1024 * 1024,
+        "Compaction rewrites a partition's files smaller than this into files of about this size (bytes, above 0).",
+        parse=int)
+    optimize_min_small_files: int = setting(
+        2,
+        "Compaction leaves a partition alone unless it has at least this many files smaller than the target (2 or more).",
+        parse=int)
 
     @classmethod
     def load(

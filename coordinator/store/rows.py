@@ -61,13 +61,19 @@ class TableRow:
                             latest_backfilled_version=latest_backfilled_version)
         return row
 
+    @property
+    def owner_ratified(self) -> bool:
+        """Whether the owner ratified a commit of this table (its latest version is past the one it was
+        registered at)."""
+        return self.latest_version > self.base_version
+
     # A table's latest version is answered two ways, by the contract of the client asking (PROTOCOL.md 3, 9):
 
     @property
     def reported_latest(self) -> int:
         """latestTableVersion as Delta's commit-coordinator client expects it (``/api/v1``, its transactions and
         snapshots): -1 until the owner ratified a commit (the client then reads the log alone)."""
-        return self.latest_version if self.latest_version > self.base_version else -1
+        return self.latest_version if self.owner_ratified else -1
 
     @property
     def catalog_latest(self) -> int:

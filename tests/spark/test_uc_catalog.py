@@ -12,7 +12,8 @@ HISTORY, ALTER TABLE SET TBLPROPERTIES, ALTER TABLE ADD COLUMNS, one more INSERT
 "process" is tests/spark/uc_sql.py in a subprocess (one JVM each). The evidence is independent of Spark's own
 answers: the owner's commit list and its database rows (every version 1..7 ratified once, with the staged
 file's checksum), the published ``_delta_log/<v:020>.json`` files (0..7, each the ratified staged bytes), and
-delta-rs reading the published log.
+delta-rs reading the published log. After the first two INSERTs and at the end, Unity Catalog's record and the
+Delta REST load name the newest version and its commit's timestamp (issue 42 item 5).
 
 The jars: ``<repository root>/../shared/jars/delta-spark-4.4.0-uc`` (or ``$COMMIT_OWNER_UC_SPARK_JARS``), see
 tests/spark/local_jars.py; without them the tests skip loudly.
@@ -28,10 +29,12 @@ from typing import Any
 
 import pytest
 
+from client.contract.layout import delta_file
 from tests.conftest import make_backend
 from tests.security.conftest import call
 from tests.spark.uc_support import (
     Scenario,
+    access_log,
     history,
     judge_owner,
     result_rows,
@@ -68,8 +71,9 @@ def owner(request: pytest.FixtureRequest, uc_jars: Path) -> Iterator[Owner]:
 DELTA_RS_REFUSED = ("catalogManaged", "vacuumProtocolCheck")
 
 
-def _delta_rs_rows(location: str, work: Path) -> list[tuple[Any, ...]]:
-    """(id, part, note) as delta-rs reads the published log: the table itself if delta-rs opens it, else a copy
+def _delta_rs_rows(location: str, work: Path, columns: tuple[str, ...] = ("id", "part", "note")
+                   ) -> list[tuple[Any, ...]]:
+    """``columns`` as delta-rs reads the published log: the table itself if delta-rs opens it, else a copy
     of its published ``<v>.json`` files with only the names in DELTA_RS_REFUSED taken out of the protocol
     (data files linked, not copied; ``_staged_commits`` left out)."""
     import pyarrow as pa
@@ -77,15 +81,15 @@ def _delta_rs_rows(location: str, work: Path) -> list[tuple[Any, ...]]:
 
     def read(path: Path) -> list[tuple[Any, ...]]:
         dt = DeltaTable(str(path))
-        got = pa.table(QueryBuilder().register("t", dt).execute("SELECT id, part, note FROM t").read_all()).to_pylist()
-        return sorted(((r["id"], r["part"], r["note"]) for r in got), key=repr)
+        got = pa.table(QueryBuilder().register("t", dt).execute(f"SELECT {', '.join(columns)} FROM t").read_all())
+        return sorted((tuple(r[c] for c in columns) for r in got.to_pylist()), key=repr)
 
     try:
         return read(local_path(location))
     except Exception as e:  # noqa: BLE001
         if "Max catalog version" not in str(e) and "VacuumProtocolCheck" not in str(e):
             raise
-    return read(_published_copy(local_path(location), work / "delta-rs-copy"))
+    return read(_published_copy(local_path(location), work / f"delta-rs-copy-{local_path(location).name}"))
 
 
 def _published_copy(table: Path, copy: Path) -> Path:
@@ -104,6 +108,23 @@ def _published_copy(table: Path, copy: Path) -> Path:
                 lines[i] = json.dumps(action)
         (copy / "_delta_log" / f.name).write_text("\n".join(lines) + "\n")
     return copy
+
+
+def _catalog_follows(s: Scenario, location: str, version: int) -> None:
+    """The catalog's answers follow the table (issue 42 item 5, decision 74): Unity Catalog's record and the Delta
+    REST load name ``version`` and its commit's inCommitTimestamp (as the published ``<v>.json`` says it),
+    whichever API delta-spark committed through."""
+    lines = local_path(delta_file(location, version)).read_text().splitlines()
+    ict = next(a["commitInfo"]["inCommitTimestamp"] for a in map(json.loads, lines) if "commitInfo" in a)
+    info = s.owner.uc("GET", f"/tables/{s.table}")
+    loaded = s.owner.uc("GET", f"/delta/v1/catalogs/{s.catalog}/schemas/s/tables/t")
+    meta = loaded["metadata"]
+    for props in (info["properties"], meta["properties"]):
+        assert (props.get("delta.lastUpdateVersion"), props.get("delta.lastCommitTimestamp")) == (
+            str(version), str(ict)), props
+    assert (meta.get("last-commit-version"), meta.get("last-commit-timestamp-ms"),
+            loaded["latest-table-version"]) == (version, ict, version), loaded
+    assert info["updated_at"] >= ict and meta["updated-time"] >= ict, (info["updated_at"], meta["updated-time"], ict)
 
 
 @pytest.mark.parametrize("rest", [
@@ -143,6 +164,7 @@ def test_stock_delta_spark_through_uc_single_catalog(owner: Owner, uc_jars: Path
         assert location.rstrip("/").endswith(table_id), location  # the staging location the owner chose
         assert [c["name"] for c in info["columns"]] == ["id", "part"]
         judge_owner(s, table_id, location, 2)
+        _catalog_follows(s, location, 2)
 
         # Two processes INSERT at the same instant, both having loaded the table at version 2.
         created.touch()
@@ -165,6 +187,7 @@ def test_stock_delta_spark_through_uc_single_catalog(owner: Owner, uc_jars: Path
         assert history(final_history) == OPERATIONS
         assert {r["key"]: r["value"] for r in props["rows"]}.get("commit_owner.test") == "uc-spark"
         judge_owner(s, table_id, location, LATEST)
+        _catalog_follows(s, location, LATEST)
         # What the catalog's own record says after ALTER: the Delta REST Catalog API carries the new columns and
         # properties (set-columns, set-properties); the older API sends properties only (docs/spark.md).
         after = owner.uc("GET", f"/tables/{t}")
@@ -190,3 +213,77 @@ def test_stock_delta_spark_through_uc_single_catalog(owner: Owner, uc_jars: Path
             if p.proc.poll() is None:
                 p.proc.kill()
                 p.proc.wait(30)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def store_owner(request: pytest.FixtureRequest, uc_jars: Path) -> Iterator[Owner]:
+    """An owner as ``owner``'s, on each store, with the one catalog ``rest`` (the Delta REST Catalog API mode)."""
+    o = start_owner(make_backend(request, request.param, "local", f"uc-spark-dml-{request.param}"), "rest")
+    yield o
+    o.service.stop()
+
+
+# What the DML scenario leaves in each table, version by version (DESCRIBE HISTORY's operation names).
+DML_OPERATIONS = {0: "CREATE TABLE", 1: "WRITE", 2: "UPDATE", 3: "DELETE", 4: "MERGE"}
+CTAS_OPERATIONS = {0: "CREATE TABLE AS SELECT", 1: "REPLACE TABLE AS SELECT"}
+DML_ROWS = [(1, "A"), (2, "B"), (4, "d")]
+RTAS_ROWS = [(2, "B"), (4, "d")]
+
+
+def test_stock_delta_spark_updates_deletes_merges_and_creates_and_replaces_as_select_through_delta_v1(
+        store_owner: Owner, uc_jars: Path, tmp_path: Path) -> None:
+    """UPDATE, DELETE, MERGE, CREATE TABLE AS SELECT and REPLACE TABLE AS SELECT on MANAGED tables from one
+    delta-spark session over ``/delta/v1``: every version after 0 ratified once through updateTable's
+    ``add-commit`` (none through the preview commits), published byte for byte, and the rows read back by
+    delta-spark, delta-rs (the published log) and DuckDB (by name, through the owner)."""
+    owner = store_owner
+    s = Scenario(owner, uc_jars, tmp_path, rest=True)
+    t, c = f"{s.catalog}.w.t", f"{s.catalog}.w.c"
+    steps = [f"CREATE SCHEMA {s.catalog}.w",
+             f"CREATE TABLE {t} (id INT, v STRING) USING delta",
+             f"INSERT INTO {t} VALUES (1, 'a'), (2, 'b'), (3, 'c')",
+             f"UPDATE {t} SET v = 'B' WHERE id = 2",
+             f"DELETE FROM {t} WHERE id = 3",
+             f"MERGE INTO {t} AS x USING (SELECT * FROM VALUES (1, 'A'), (4, 'd') AS y(id, v)) AS y ON x.id = y.id "
+             "WHEN MATCHED THEN UPDATE SET v = y.v WHEN NOT MATCHED THEN INSERT *",
+             f"SELECT id, v FROM {t}", f"DESCRIBE HISTORY {t}",
+             f"CREATE TABLE {c} USING delta AS SELECT id, v FROM {t} WHERE id < 4",
+             f"SELECT id, v FROM {c}",
+             f"REPLACE TABLE {c} USING delta AS SELECT id, v FROM {t} WHERE id >= 2",
+             f"SELECT id, v FROM {c}", f"DESCRIBE HISTORY {c}"]
+    p = s.start("dml", steps)
+    try:
+        results = s.expect_ok(p, p.finish(), len(steps))
+    finally:
+        if p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait(30)
+    t_select, t_history, _, c_created, _, c_replaced, c_history = results[6:]
+    assert result_rows(t_select, "id", "v") == DML_ROWS
+    assert history(t_history) == DML_OPERATIONS
+    assert result_rows(c_created, "id", "v") == [(1, "A"), (2, "B")]
+    assert result_rows(c_replaced, "id", "v") == RTAS_ROWS
+    assert history(c_history) == CTAS_OPERATIONS
+
+    records = {n: owner.uc("GET", f"/tables/{s.catalog}.w.{n}") for n in ("t", "c")}
+    for name, latest in (("t", 4), ("c", 1)):
+        info = records[name]
+        assert (info["table_type"], info["data_source_format"]) == ("MANAGED", "DELTA")
+        judge_owner(s, info["table_id"], info["storage_location"], latest)
+    # Every commit came through the Delta REST Catalog API: one updateTable per version, none through preview.
+    log = access_log(owner.service.log_text())
+    for name, latest in (("t", 4), ("c", 1)):
+        posts = [r for r in log if r["msg"].startswith(
+            f"POST {UC}/delta/v1/catalogs/{s.catalog}/schemas/w/tables/{name} 200")]
+        assert len(posts) >= latest, [r["msg"] for r in log if "/delta/" in r["msg"]]
+    assert not [r for r in log if r["msg"].startswith(f"POST {UC}/delta/preview/commits")]
+    assert owner.uc("GET", f"/delta/v1/catalogs/{s.catalog}/schemas/w/tables/t")["latest-table-version"] == 4
+
+    # Other readers: delta-rs (the published log) and DuckDB by name through the owner.
+    assert _delta_rs_rows(records["t"]["storage_location"], tmp_path, ("id", "v")) == DML_ROWS
+    assert _delta_rs_rows(records["c"]["storage_location"], tmp_path, ("id", "v")) == RTAS_ROWS
+    from tests.unity.test_duckdb import connect
+
+    con = connect(owner, "w")
+    assert con.execute("SELECT id, v FROM uc.w.t ORDER BY id").fetchall() == DML_ROWS
+    assert con.execute("SELECT id, v FROM uc.w.c ORDER BY id").fetchall() == RTAS_ROWS

@@ -14,22 +14,22 @@ from typing import Any
 
 import orjson
 
-from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.delta_schema import SchemaError, parse_schema
 from client.contract.errors import InvalidArgumentError
 from coordinator.core.catalog import MANAGED, RESERVED
 from coordinator.core.columns import partition_columns_of, struct_of
+from coordinator.core.last_commit import LAST_COMMIT_TIMESTAMP, LAST_UPDATE_VERSION, answered_properties
 from coordinator.store.rows import CommitRow, NameRow, TableRow
 
 CATALOG_MANAGED = "delta.feature.catalogManaged"
 READER_VERSION, WRITER_VERSION = "delta.minReaderVersion", "delta.minWriterVersion"
-LAST_UPDATE_VERSION, LAST_COMMIT_TIMESTAMP = "delta.lastUpdateVersion", "delta.lastCommitTimestamp"
 FEATURE_PREFIX = "delta.feature."
 # domain metadata -> the property this API derives from it
 DOMAIN_PROPERTIES = {"delta.clustering": "delta.clusteringColumns",
                      "delta.rowTracking": "delta.rowTracking.rowIdHighWaterMark"}
 # The properties this API derives (the spec's server-derived ones): from protocol / set-protocol, from the
-# commits, from the domain metadata. A property map may only repeat the value they come to (decision 65).
+# commits (every API answers those two as the table holds them: coordinator/core/last_commit.py), from the
+# domain metadata. A property map may only repeat the value they come to (decision 65).
 DERIVED = frozenset({READER_VERSION, WRITER_VERSION, LAST_UPDATE_VERSION, LAST_COMMIT_TIMESTAMP,
                      *DOMAIN_PROPERTIES.values()})
 
@@ -149,7 +149,7 @@ def commit_json(c: CommitRow) -> dict[str, Any]:
 def load_reply(table: TableRow, name: NameRow, commits: list[CommitRow]) -> dict[str, Any]:
     """A DeltaLoadTableResponse: the metadata, the ratified-but-unpublished commits (newest first) and the latest
     ratified version, all from one read of the table."""
-    props = {**name.properties, TABLE_ID_PROPERTY: table.table_id}
+    props = answered_properties(table, name)
     if name.table_type == MANAGED:
         props[CATALOG_MANAGED] = "supported"
     metadata: dict[str, Any] = {
@@ -160,9 +160,9 @@ def load_reply(table: TableRow, name: NameRow, commits: list[CommitRow]) -> dict
     }
     if name.comment is not None:
         metadata["comment"] = name.comment
-    if LAST_UPDATE_VERSION in name.properties:
-        metadata["last-commit-version"] = int(name.properties[LAST_UPDATE_VERSION])
-    if LAST_COMMIT_TIMESTAMP in name.properties:
-        metadata["last-commit-timestamp-ms"] = int(name.properties[LAST_COMMIT_TIMESTAMP])
+    if LAST_UPDATE_VERSION in props:
+        metadata["last-commit-version"] = int(props[LAST_UPDATE_VERSION])
+    if LAST_COMMIT_TIMESTAMP in props:
+        metadata["last-commit-timestamp-ms"] = int(props[LAST_COMMIT_TIMESTAMP])
     return {"metadata": metadata, "commits": [commit_json(c) for c in sorted(commits, key=lambda c: -c.version)],
             "latest-table-version": table.catalog_latest}

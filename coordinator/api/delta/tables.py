@@ -36,8 +36,9 @@ from coordinator.core.catalog import (
     refuse_uniform,
 )
 from coordinator.core.columns import partition_columns_of, to_columns, with_partitions
+from coordinator.core.last_commit import current_properties
 from coordinator.core.writer_staged import StagedCommit
-from coordinator.store.rows import NameRow
+from coordinator.store.rows import NameRow, TableRow
 
 PROTOCOL_VERSION = "1.0"
 UPDATE_ACTIONS = frozenset({"add-commit", "set-latest-backfilled-version", "set-columns", "set-partition-columns",
@@ -211,13 +212,14 @@ def _parse_update(body: dict[str, Any]) -> _Update:
     return _Update(parse_uuid(reqs["assert-table-uuid"].get("uuid"), "assert-table-uuid.uuid"), etag, actions)
 
 
-def _new_metadata(table_id: str, name: NameRow, actions: dict[str, dict[str, Any]], version: int | None,
+def _new_metadata(table: TableRow, name: NameRow, actions: dict[str, dict[str, Any]], version: int | None,
                   timestamp: int | None) -> dict[str, Any] | None:
     """The columns, properties and comment after the metadata updates (None: none asked), checked whole: a
-    reserved property may only repeat the value it comes to (decision 65)."""
+    reserved property may only repeat the value it comes to (decision 65). The properties start from those the
+    table's load answered (its last commit's as the table holds them, decision 74), so an echo of them is one."""
     if not (METADATA_ACTIONS | {"update-metadata-snapshot-version"}) & set(actions):
         return None
-    columns, props, comment = name.columns, dict(name.properties), name.comment
+    columns, props, comment = name.columns, current_properties(table, name.properties), name.comment
     given: dict[str, str | None] = {}  # the properties the request sets (None: removes), reserved ones checked last
     if "set-columns" in actions:
         fields = shapes.check_struct(actions["set-columns"].get("columns"))
@@ -260,7 +262,7 @@ def _new_metadata(table_id: str, name: NameRow, actions: dict[str, dict[str, Any
         props[shapes.LAST_UPDATE_VERSION] = str(version)
     if timestamp is not None:
         props[shapes.LAST_COMMIT_TIMESTAMP] = str(timestamp)
-    check_reserved(given, {**props, **held_properties(table_id, name.table_type, name.properties)},
+    check_reserved(given, {**props, **held_properties(table.table_id, name.table_type, name.properties)},
                    reserved=shapes.reserved)
     return {"columns": columns, "properties": props, "comment": comment}
 
@@ -296,7 +298,7 @@ async def update_table(request: web.Request) -> web.Response:
         published = int_field(actions["set-latest-backfilled-version"], "latest-published-version",
                               required=True, minimum=0)
     changes = bool(METADATA_ACTIONS & set(actions))
-    metadata = _new_metadata(table.table_id, name, actions, version if changes else None,
+    metadata = _new_metadata(table, name, actions, version if changes else None,
                              timestamp if changes else None)
     staged = StagedCommit(version, file_name, size) if commit is not None else None  # type: ignore[arg-type]
     await request.app[SERVICE].writer_commit(table, published=published, commit=staged, metadata=metadata)

@@ -10,9 +10,9 @@ import base64
 import dataclasses
 from typing import Any
 
-from client.contract.delta_log import TABLE_ID_PROPERTY
 from client.contract.errors import InvalidArgumentError
 from coordinator.core.catalog import check_comment, check_properties
+from coordinator.core.last_commit import answered_properties
 from coordinator.store.rows import CatalogRow, CommitRow, NameRow, SchemaRow, TableRow
 
 PAGE_MAX = 1000
@@ -106,7 +106,7 @@ def table_json(t: TableRow, n: NameRow) -> dict[str, Any]:
         "name": n.name, "catalog_name": n.catalog_name, "schema_name": n.schema_name,
         "table_type": n.table_type, "data_source_format": n.data_source_format,
         "columns": n.columns, "storage_location": t.location, "comment": n.comment,
-        "properties": {**n.properties, TABLE_ID_PROPERTY: t.table_id},
+        "properties": answered_properties(t, n),
         "created_at": n.created_at, "updated_at": max(n.updated_at, t.updated_at), "table_id": t.table_id,
     }
 
