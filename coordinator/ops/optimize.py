@@ -49,7 +49,7 @@ from coordinator.ops.compaction import (
 from coordinator.ops.context import opened, resolve_table
 from coordinator.ops.maintenance import read_log, relative_to_table, remove_empty_dirs
 from coordinator.runtime.settings import Settings
-from coordinator.storage import StorageBackend
+from coordinator.storage import StorageBackend, StorageRouter
 from coordinator.store import OwnershipStore, TableRow
 
 log = logging.getLogger("commit_owner.optimize")
@@ -105,6 +105,7 @@ class OptimizeReport:
     published_version: int | None = None
     rebases: int = 0
     seconds: float = 0.0
+    reason: str | None = None  # why the policy asked for it (commit-owner maintain)
 
     def to_json(self) -> dict[str, Any]:
         removed = self.plan.files if (self.version is not None or self.dry_run) else []
@@ -121,6 +122,7 @@ class OptimizeReport:
             "filesAdded": added, "bytesAdded": sum(int(a["size"]) for a in self.added),
             "filesAfter": self.files_before - len(removed) + added,
             "seconds": round(self.seconds, 3),
+            **({"reason": self.reason} if self.reason is not None else {}),
         }
 
 
@@ -162,92 +164,109 @@ async def compact(settings: Settings, ref: str, *, target_size: int | None = Non
     files deleted), UnavailableError (before its commit), CommitStateUnknownError (the database or storage
     failed during its commit: its files are kept, the commit may have landed).
     """
+    target = check_target_size(settings.optimize_target_file_bytes if target_size is None else target_size)
+    least = check_min_files(settings.optimize_min_small_files if min_files is None else min_files)
+    async with opened(settings) as (store, storage):
+        t = await resolve_table(store, ref)
+        out = await compact_table(settings, store, storage, t, target=target, min_files=least, dry_run=dry_run,
+                                  before_commit=before_commit)
+        assert out is not None  # (no ``due``: always a report)
+        return out
+
+
+async def compact_table(settings: Settings, store: OwnershipStore, storage: StorageRouter, t: TableRow, *,
+                        target: int, min_files: int, dry_run: bool = False,
+                        before_commit: BeforeCommit | None = None,
+                        due: Callable[[list[dict[str, Any]]], str | None] | None = None) -> dict[str, Any] | None:
+    """``compact`` of the table ``t`` on an open store and storage, with a checked ``target`` and ``min_files``.
+    With ``due`` (the maintain worker's policy), the table's live files are handed to it once read: when it
+    answers None, nothing is done and None is returned; else its reason is in the report (``reason``)."""
     from backfill.worker import Backfiller
     from coordinator.core.service import CommitService
 
-    target = check_target_size(settings.optimize_target_file_bytes if target_size is None else target_size)
-    least = check_min_files(settings.optimize_min_small_files if min_files is None else min_files)
     started = time.monotonic()
-    async with opened(settings) as (store, storage):
-        t = await resolve_table(store, ref)
-        if t.status != "ACTIVE" or not t.accepting:
-            raise InvalidArgumentError(f"{t.location} is {t.status}: the owner takes no commits for it (dropped, "
-                                       "handed back or fenced), so it compacts nothing; nothing changed")
-        backend = storage.for_uri(t.location)
-        table = await _read_table(store, backend, t)
-        state = table.state
-        why = unsupported(state.protocol, state.metadata)
-        if why is not None:
-            raise InvalidArgumentError(f"{t.location} cannot be compacted by the owner: {why}; nothing changed")
-        files = list(state.adds.values())
-        p = plan(files, target, least)
-        rep = OptimizeReport(location=t.location, table_id=t.table_id, target_size=target, dry_run=dry_run,
-                             read_version=state.version, files_before=len(files),
-                             bytes_before=sum(int(f.get("size") or 0) for f in files), plan=p)
-        if dry_run or not p.bins:
-            rep.seconds = time.monotonic() - started
-            return rep.to_json()
-        metadata = state.metadata or {}
-        partition_columns = list(metadata.get("partitionColumns") or [])
-        folder = new_batch_folder()
-        committed = False
-        try:
-            for i, b in enumerate(p.bins):
-                try:
-                    rep.added.append(await rewrite(backend, t.location, b, folder=folder, index=i,
-                                                   schema_string=metadata.get("schemaString") or "{}",
-                                                   partition_columns=partition_columns))
-                except ValueError as e:  # files it cannot put together, a deletion vector it cannot read
-                    raise InvalidArgumentError(f"{t.location} cannot be compacted: {e}; nothing changed") from None
-            service = CommitService(settings, store, storage)
-            while True:
-                version = state.version + 1
-                if before_commit is not None:
-                    maybe = before_commit(version)
-                    if inspect.isawaitable(maybe):
-                        await maybe
-                actions = optimize_actions(in_commit_timestamp=next_in_commit_timestamp(state.ict),
-                                           read_version=state.version, removed=p.files, added=rep.added)
-                try:
-                    await service.commit(t.table_id, version, encode_actions(actions), None)
-                except CommitVersionConflictError as e:
-                    rep.rebases += 1
-                    missed = await _missed(service, store, backend, t, version, e)
-                    reason = conflict(t.location, missed, p.files)
-                    if reason is not None:
-                        raise TableChangedError(
-                            f"compaction of {t.location} gave up: {reason} after it read version "
-                            f"{rep.read_version}; nothing was committed and its new files are deleted",
-                            latest_table_version=e.latest_table_version) from None
-                    if rep.rebases >= MAX_ATTEMPTS:
-                        raise
-                    for v, acts in missed:
-                        state.apply(v, list(acts))
-                    continue
-                except (CommitFailedError, TableNotFoundError, InvalidArgumentError):
-                    raise  # refused for certain: nothing references its files
-                except BaseException as e:  # the database or storage failed mid-way: the version may have landed
-                    committed = True  # so its files stay (vacuum removes them if it did not)
-                    if not isinstance(e, Exception):
-                        raise  # cancelled, interrupted
-                    raise CommitStateUnknownError(
-                        f"{t.location}: the outcome of the compaction's commit of version {version} is unknown "
-                        f"({type(e).__name__}: {e}); its new files under {folder}/ are kept: look at the table's "
-                        "latest version before running it again") from e
-                committed = True
-                rep.version = version
-                break
-        finally:
-            if not committed:
-                await _discard(backend, t.location, rep.added)
-        try:
-            after = await Backfiller(store, storage, settings, background=False).backfill(t.table_id, rep.version)
-            rep.published_version = after.latest_backfilled_version
-        except CommitOwnerError as e:  # committed all the same: the service's backfiller publishes it
-            log.warning("%s: compaction committed as version %s; publishing it failed (%s)", t.location,
-                        rep.version, e.message)
+    least = min_files
+    if t.status != "ACTIVE" or not t.accepting:
+        raise InvalidArgumentError(f"{t.location} is {t.status}: the owner takes no commits for it (dropped, "
+                                   "handed back or fenced), so it compacts nothing; nothing changed")
+    backend = storage.for_uri(t.location)
+    table = await _read_table(store, backend, t)
+    state = table.state
+    files = list(state.adds.values())
+    reason = due(files) if due is not None else None
+    if due is not None and reason is None:
+        return None
+    why = unsupported(state.protocol, state.metadata)
+    if why is not None:
+        raise InvalidArgumentError(f"{t.location} cannot be compacted by the owner: {why}; nothing changed")
+    p = plan(files, target, least)
+    rep = OptimizeReport(location=t.location, table_id=t.table_id, target_size=target, dry_run=dry_run,
+                         read_version=state.version, files_before=len(files),
+                         bytes_before=sum(int(f.get("size") or 0) for f in files), plan=p, reason=reason)
+    if dry_run or not p.bins:
         rep.seconds = time.monotonic() - started
         return rep.to_json()
+    metadata = state.metadata or {}
+    partition_columns = list(metadata.get("partitionColumns") or [])
+    folder = new_batch_folder()
+    committed = False
+    try:
+        for i, b in enumerate(p.bins):
+            try:
+                rep.added.append(await rewrite(backend, t.location, b, folder=folder, index=i,
+                                               schema_string=metadata.get("schemaString") or "{}",
+                                               partition_columns=partition_columns))
+            except ValueError as e:  # files it cannot put together, a deletion vector it cannot read
+                raise InvalidArgumentError(f"{t.location} cannot be compacted: {e}; nothing changed") from None
+        service = CommitService(settings, store, storage)
+        while True:
+            version = state.version + 1
+            if before_commit is not None:
+                maybe = before_commit(version)
+                if inspect.isawaitable(maybe):
+                    await maybe
+            actions = optimize_actions(in_commit_timestamp=next_in_commit_timestamp(state.ict),
+                                       read_version=state.version, removed=p.files, added=rep.added)
+            try:
+                await service.commit(t.table_id, version, encode_actions(actions), None)
+            except CommitVersionConflictError as e:
+                rep.rebases += 1
+                missed = await _missed(service, store, backend, t, version, e)
+                reason = conflict(t.location, missed, p.files)
+                if reason is not None:
+                    raise TableChangedError(
+                        f"compaction of {t.location} gave up: {reason} after it read version "
+                        f"{rep.read_version}; nothing was committed and its new files are deleted",
+                        latest_table_version=e.latest_table_version) from None
+                if rep.rebases >= MAX_ATTEMPTS:
+                    raise
+                for v, acts in missed:
+                    state.apply(v, list(acts))
+                continue
+            except (CommitFailedError, TableNotFoundError, InvalidArgumentError):
+                raise  # refused for certain: nothing references its files
+            except BaseException as e:  # the database or storage failed mid-way: the version may have landed
+                committed = True  # so its files stay (vacuum removes them if it did not)
+                if not isinstance(e, Exception):
+                    raise  # cancelled, interrupted
+                raise CommitStateUnknownError(
+                    f"{t.location}: the outcome of the compaction's commit of version {version} is unknown "
+                    f"({type(e).__name__}: {e}); its new files under {folder}/ are kept: look at the table's "
+                    "latest version before running it again") from e
+            committed = True
+            rep.version = version
+            break
+    finally:
+        if not committed:
+            await _discard(backend, t.location, rep.added)
+    try:
+        after = await Backfiller(store, storage, settings, background=False).backfill(t.table_id, rep.version)
+        rep.published_version = after.latest_backfilled_version
+    except CommitOwnerError as e:  # committed all the same: the service's backfiller publishes it
+        log.warning("%s: compaction committed as version %s; publishing it failed (%s)", t.location,
+                    rep.version, e.message)
+    rep.seconds = time.monotonic() - started
+    return rep.to_json()
 
 
 async def _missed(service: Any, store: OwnershipStore, backend: StorageBackend, t: TableRow, version: int,
@@ -286,4 +305,4 @@ async def _discard(backend: StorageBackend, location: str, added: list[dict[str,
         remove_empty_dirs(location, paths)
 
 
-__all__ = ["OptimizeReport", "compact", "run_optimize"]
+__all__ = ["OptimizeReport", "compact", "compact_table", "run_optimize"]

@@ -325,6 +325,33 @@ class Settings:
         2,
         "Compaction leaves a partition alone unless it has at least this many files smaller than the target (2 or more).",
         parse=int)
+    # -- maintenance: the policy `commit-owner maintain` runs (docs/maintenance.md; per table: commitowner.* properties) --
+    maintain_optimize: bool = setting(
+        True,
+        "`commit-owner maintain` compacts a table when the policy's thresholds say so (table property "
+        "commitowner.autoOptimize.enabled overrides it per table).",
+        parse=_bool)
+    maintain_optimize_partition_files: int = setting(
+        50,
+        "The policy compacts a table when one of its partitions has more than this many files smaller than the "
+        "target (table property commitowner.autoOptimize.partitionSmallFiles; 2 or more).",
+        parse=int)
+    maintain_optimize_table_files: int = setting(
+        500,
+        "... or when the whole table has more than this many files smaller than the target (table property "
+        "commitowner.autoOptimize.tableSmallFiles; 2 or more).",
+        parse=int)
+    maintain_vacuum: bool = setting(
+        True,
+        "`commit-owner maintain` vacuums a table (files no version within delta.deletedFileRetentionDuration "
+        "needs) at most once per maintain_vacuum_interval_seconds (table property commitowner.autoVacuum.enabled "
+        "overrides it per table).",
+        parse=_bool)
+    maintain_vacuum_interval_seconds: float = setting(
+        86400.0,
+        "Least time between two vacuums of a table by `commit-owner maintain` (table property "
+        "commitowner.autoVacuum.interval, a Delta interval such as 'interval 12 hours').",
+        parse=float)
 
     @classmethod
     def load(
@@ -413,6 +440,14 @@ class Settings:
             raise ValueError("max_line_bytes must be >= 1024")
         if not self.max_clock_skew_seconds > 0:
             raise ValueError("max_clock_skew_seconds must be > 0")
+        if self.optimize_target_file_bytes < 1:
+            raise ValueError("optimize_target_file_bytes must be > 0")
+        if self.optimize_min_small_files < 2:
+            raise ValueError("optimize_min_small_files must be >= 2")
+        if self.maintain_optimize_partition_files < 2 or self.maintain_optimize_table_files < 2:
+            raise ValueError("maintain_optimize_partition_files and maintain_optimize_table_files must be >= 2")
+        if self.maintain_vacuum_interval_seconds < 0:
+            raise ValueError("maintain_vacuum_interval_seconds must be >= 0")
 
     def public(self) -> dict[str, Any]:
         """The settings with secrets masked, for logs and status pages."""

@@ -189,3 +189,21 @@ transactions = Table(
     Column("committed_at", BigInteger, nullable=False),
     Index("ix_transactions_committed_at", "committed_at"),
 )
+
+# What the owner's maintenance did (migration 0008, decision 77): one row per step of `commit-owner maintain`,
+# `optimize` or `vacuum` that did something or failed; the table page shows them, the maintain worker spaces
+# vacuums by them and keeps only the newest of each table and kind (coordinator/store/maintenance.py).
+maintenance_runs = Table(
+    "maintenance_runs",
+    metadata,
+    Column("id", String(36), primary_key=True),
+    Column("table_id", String(36), nullable=False),
+    Column("kind", String(16), nullable=False),  # checkpoint | log_cleanup | optimize | vacuum
+    Column("outcome", String(16), nullable=False),  # done | failed
+    Column("trigger", String(16), nullable=False),  # policy | command
+    Column("started_at", BigInteger, nullable=False),
+    Column("finished_at", BigInteger, nullable=False),
+    Column("figures", JSON, nullable=False),
+    Column("message", Text, nullable=True),
+    Index("ix_maintenance_runs_table", "table_id", "kind", "finished_at"),
+)
