@@ -39,7 +39,7 @@ def _serve() -> None:
 
 def _maintain(tables: list[str]) -> int:
     from coordinator.cli.options import load_settings
-    from coordinator.ops.maintenance import run_maintain
+    from coordinator.ops.maintain import run_maintain
     from coordinator.runtime.logs import setup_logging
 
     settings = load_settings(None)

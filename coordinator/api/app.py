@@ -28,6 +28,7 @@ from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageRouter, Wrap, metered
 from coordinator.store import OwnershipStore, open_engine
 from coordinator.store.browse import BrowseStore
+from coordinator.store.maintenance import MaintenanceLog
 from coordinator.store.names import NameStore
 from coordinator.store.vended import VendedStore
 from coordinator.views.pages import Views
@@ -73,7 +74,8 @@ async def _service_ctx(app: web.Application) -> AsyncIterator[None]:
     service = CommitService(s, app[STORE], app[STORAGE], publisher=backfiller, metrics=app[METRICS])
     app[SERVICE] = service
     app[CATALOG] = Catalog(service.registry, NameStore(app[STORE]))
-    app[VIEWS] = Views(service.reads, app[CATALOG].names, BrowseStore(app[STORE]), app[STORAGE])
+    app[VIEWS] = Views(service.reads, app[CATALOG].names, BrowseStore(app[STORE]), app[STORAGE],
+                       MaintenanceLog(app[STORE].db))
     app[VENDOR] = CredentialVendor(s, VendedStore(app[STORE].db))
     app[BACKFILLER] = backfiller
     await backfiller.start()

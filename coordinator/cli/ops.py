@@ -272,22 +272,31 @@ _DIRECT = ("database_url", *_S3, "request_timeout_seconds")
 @click.option("--log-cleanup/--no-log-cleanup", "log_cleanup", default=True, show_default=True,
               help="After the checkpoints, delete log files older than delta.logRetentionDuration below a checkpoint.")
 @click.option("--log-cleanup-dry-run", is_flag=True, help="List the log files the cleanup would delete; delete none.")
+@click.option("--policy/--no-policy", "policy", default=True, show_default=True,
+              help="After the log cleanup, compact and vacuum each table as its policy says (maintain_* settings, "
+                   "commitowner.* table properties).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@_table_options((*_DIRECT, "log_level", "log_format"), api=False)
+@_table_options((*_DIRECT, "log_level", "log_format", "maintain_optimize", "maintain_optimize_partition_files",
+                 "maintain_optimize_table_files", "maintain_vacuum", "maintain_vacuum_interval_seconds",
+                 "optimize_target_file_bytes", "optimize_min_small_files"), api=False)
 def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | None, log_cleanup: bool,
-             log_cleanup_dry_run: bool, as_json: bool, config: str | None, **overrides: Any) -> None:
+             log_cleanup_dry_run: bool, policy: bool, as_json: bool, config: str | None, **overrides: Any) -> None:
     """Write the missing checkpoints of owned tables (all of them unless TABLES are named), of published versions,
-    then clean up their expired log files.
+    clean up their expired log files, then compact and vacuum them as the policy says.
 
     One classic Parquet checkpoint every delta.checkpointInterval versions (default 10), put-if-absent, then
     _last_checkpoint. Log cleanup: <v>.json, checkpoints and staged commits older than
     delta.logRetentionDuration (default 30 days) below the checkpoint that keeps the retention readable.
+    Policy: a compaction when a partition has more than maintain_optimize_partition_files (50) files smaller than
+    the target, or the table more than maintain_optimize_table_files (500); a vacuum (delta.deletedFileRetentionDuration,
+    default 7 days) at most every maintain_vacuum_interval_seconds (a day); per table, commitowner.* table
+    properties (docs/maintenance.md). Each step that did something or failed shows on the table's web page.
     Needs pyarrow (from a clone: .venv/bin/pip install -e '.[maintain]').
     """
     import json
 
     from coordinator.cli.human import cell
-    from coordinator.ops.maintenance import run_maintain
+    from coordinator.ops.maintain import run_maintain
     from coordinator.runtime.logs import setup_logging
 
     try:
@@ -298,7 +307,7 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
     settings = load_settings(config, **overrides)
     setup_logging(settings.log_level, settings.log_format)
     out = asyncio.run(run_maintain(settings, tables, every=every, metrics_file=metrics_file, cleanup=log_cleanup,
-                                   cleanup_dry_run=log_cleanup_dry_run))
+                                   cleanup_dry_run=log_cleanup_dry_run, policy=policy))
     if as_json:
         click.echo(json.dumps(out, indent=2))
     else:
@@ -313,6 +322,16 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
                     click.echo(f"  {verb}: {f['path']} ({f['size']} bytes)")
                 click.echo(f"  log cleanup: {verb} {c['fileCount']} file(s), {c['bytes']} bytes"
                            + (f"; versions from {c['keptFrom']} stay readable" if c["keptFrom"] is not None else ""))
+            o = t.get("optimize")
+            if o is not None and o["version"] is not None:
+                click.echo(f"  compaction ({o['reason']}): version {o['version']}, {o['filesRemoved']} files "
+                           f"({o['bytesRemoved']} bytes) into {o['filesAdded']} ({o['bytesAdded']} bytes)")
+            v = t.get("vacuum")
+            if v is not None:
+                click.echo(f"  vacuum: deleted {v['deleted']} file(s), {v['bytes']} bytes; versions from "
+                           f"{v['oldestKeptVersion']} stay readable")
+        for s in out["skipped"]:
+            click.echo(f"{s['table']}: skipped: {s['reason']}")
         for f in out["failures"]:
             click.echo(f"{f['table']}: FAILED: {f['reason']}", err=True)
     sys.exit(1 if out["failures"] else 0)

@@ -3,7 +3,7 @@ the database and storage. docs/maintenance.md shows both as run."""
 
 from __future__ import annotations
 
-import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,114 +11,36 @@ from urllib.parse import unquote
 
 from client.checkpoint import read_checkpoint_parts
 from client.contract.delta_log import parse_actions
-from client.contract.errors import CommitOwnerError, InvalidArgumentError
+from client.contract.errors import InvalidArgumentError
 from client.contract.layout import LOG_DIR, deletion_vector_file, delta_file, log_dir, parse_delta_file, staged_file
 from client.snapshot import complete_checkpoints
 from coordinator.ops.checkpoints import (
     DEFAULT_DELETED_FILE_RETENTION,
     DELETED_FILE_RETENTION,
-    CheckpointError,
     TableState,
-    checkpoint_table,
     parse_duration,
 )
 from coordinator.ops.context import opened, resolve_table
 from coordinator.ops.logcleanup import CleanupReport
 from coordinator.runtime.settings import Settings
-from coordinator.storage import StorageBackend, Wrap
+from coordinator.storage import StorageBackend
 from coordinator.store import OwnershipStore, TableRow
+from coordinator.store.maintenance import MaintenanceLog
+
+log = logging.getLogger("commit_owner.maintain")
 
 
-def _now_ms() -> int:
+def now_ms() -> int:
     return int(time.time() * 1000)
 
 
-# -- checkpoints ------------------------------------------------------------------------------------------------
-
-async def run_maintain(settings: Settings, tables: tuple[str, ...] = (), *, every: float | None = None,
-                 metrics_file: str | None = None, cleanup: bool = True, cleanup_dry_run: bool = False,
-                 storage_inner: Wrap | None = None) -> dict[str, Any]:
-    """Checkpoint the given tables (every registered one but FENCED ones when none), then clean their expired
-    log files (unless not ``cleanup``; only listed with ``cleanup_dry_run``), once or every ``every`` seconds;
-    with ``metrics_file``, the figures are written there after each pass (``storage_inner``: ``StorageRouter``'s)."""
-    from coordinator.runtime.metrics import MaintenanceMetrics
-
-    metrics = MaintenanceMetrics()
-
-    async def once() -> dict[str, Any]:
-        out: dict[str, Any] = {"tables": [], "failures": [], "skipped": [], "checkpointsWritten": 0, "maxLag": 0,
-                               "logFilesRemoved": 0}
-        async with opened(settings, storage_inner=storage_inner) as (store, storage):
-            targets = [await resolve_table(store, t) for t in tables] if tables else await store.list_tables()
-            for t in targets:
-                if t.status == "FENCED":
-                    out["failures"].append({"table": t.location, "reason": "FENCED: its log is not the owner's"})
-                    continue
-                if t.status in ("RELEASED", "DROPPED"):  # handed back, or dropped: no longer the owner's log
-                    out["skipped"].append({"table": t.location, "reason": t.status})
-                    continue
-                try:
-                    rep = await checkpoint_table(storage.for_uri(t.location), t.location, t.latest_backfilled_version,
-                                                 now_ms=_now_ms())
-                except (CheckpointError, CommitOwnerError) as e:  # storage failures included (UnavailableError)
-                    out["failures"].append({"table": t.location, "reason": str(e)})
-                    continue
-                row = rep.to_json()
-                out["tables"].append(row)
-                if cleanup and rep.skipped is None:
-                    try:
-                        cleaned = await _clean(storage.for_uri(t.location), t, rep.properties, cleanup_dry_run)
-                    except InvalidArgumentError as e:
-                        out["failures"].append({"table": t.location, "reason": f"log cleanup: {e}; no log file deleted"})
-                    except CommitOwnerError as e:  # storage failed part-way (UnavailableError): older files may be gone
-                        out["failures"].append({"table": t.location, "reason": f"log cleanup: {e}"})
-                    else:
-                        row["logCleanup"] = cleaned.to_json()
-                        out["logFilesRemoved"] += cleaned.deleted
-                        metrics.log_files_removed.inc(cleaned.deleted)
-                out["checkpointsWritten"] += len(rep.written)
-                out["maxLag"] = max(out["maxLag"], rep.lag)
-                metrics.checkpoints_written.inc(len(rep.written))
-                metrics.checkpoint_lag.labels(t.table_id).set(rep.lag)
-        metrics.checkpoint_lag_max.set(out["maxLag"])
-        if metrics_file:
-            metrics.write(metrics_file)
-        return out
-
-    if every is None:
-        return await once()
-    import json
-    import logging
-    import signal
-    import sys
-
-    # A worker (e.g. docker-compose's `maintain` service): SIGTERM or SIGINT ends it after the pass in
-    # progress (a checkpoint is put-if-absent either way), exiting with that pass's result.
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    last: dict[str, Any] = {"tables": [], "failures": [], "skipped": []}
-    while not stop.is_set():  # a failed pass (database or storage down) is logged; the next one tries again
-        try:
-            last = await once()
-            print(json.dumps(last), file=sys.stderr, flush=True)
-        except (CommitOwnerError, OSError) as e:
-            logging.getLogger("commit_owner.maintain").error("maintenance pass failed: %s", e)
-        try:
-            await asyncio.wait_for(stop.wait(), every)
-        except asyncio.TimeoutError:
-            pass
-    return last
-
-
-async def _clean(backend: StorageBackend, t: TableRow, properties: dict[str, str], dry_run: bool) -> CleanupReport:
+async def clean_table_log(backend: StorageBackend, t: TableRow, properties: dict[str, str], dry_run: bool) -> CleanupReport:
     """Log cleanup of one table (coordinator/ops/logcleanup.py). Raises InvalidArgumentError (a bad
     ``delta.logRetentionDuration``: nothing deleted), UnavailableError (storage failed)."""
     from coordinator.ops.logcleanup import clean_log, log_retention_seconds
 
     seconds = log_retention_seconds(properties)
-    return await clean_log(backend, t.location, t.latest_backfilled_version, seconds, now_ms=_now_ms(),
+    return await clean_log(backend, t.location, t.latest_backfilled_version, seconds, now_ms=now_ms(),
                            dry_run=dry_run)
 
 
@@ -261,7 +183,11 @@ async def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry
         if t.status in ("FENCED", "RELEASED", "DROPPED"):
             raise InvalidArgumentError(f"{t.location} is {t.status}: its log is not (or no longer) the owner's; "
                                        "nothing deleted")
-        rep = await _vacuum(store, storage.for_uri(t.location), t, retention, dry_run, force)
+        started = now_ms()
+        rep = await vacuum_table(store, storage.for_uri(t.location), t, retention, dry_run, force)
+        if not dry_run:
+            await MaintenanceLog(store.db).note(t.table_id, "vacuum", "done", trigger="command", started_at=started,
+                                                figures=vacuum_figures(rep))
         if metrics_file:
             from coordinator.runtime.metrics import MaintenanceMetrics
 
@@ -273,9 +199,9 @@ async def run_vacuum(settings: Settings, ref: str, *, retention: str | None, dry
         return rep.to_json()
 
 
-async def _vacuum(store: OwnershipStore, backend: StorageBackend, t: TableRow, retention: str | None, dry_run: bool,
+async def vacuum_table(store: OwnershipStore, backend: StorageBackend, t: TableRow, retention: str | None, dry_run: bool,
                   force: bool) -> VacuumReport:
-    now = _now_ms()
+    now = now_ms()
     log_ = await read_log(store, backend, t)
     table_min_text = log_.properties.get(DELETED_FILE_RETENTION, DEFAULT_DELETED_FILE_RETENTION)
     table_min = parse_duration(table_min_text, f"table property {DELETED_FILE_RETENTION}")
@@ -301,6 +227,12 @@ async def _vacuum(store: OwnershipStore, backend: StorageBackend, t: TableRow, r
         if t.location.startswith("file://"):
             remove_empty_dirs(t.location, [i["path"] for i in rep.files])
     return rep
+
+
+def vacuum_figures(rep: VacuumReport) -> dict[str, Any]:
+    """What the record keeps of a vacuum (its report less the file list)."""
+    return {"deleted": rep.deleted, "bytes": sum(f["size"] for f in rep.files),
+            "retentionSeconds": rep.retention_seconds, "oldestKeptVersion": rep.oldest_kept_version}
 
 
 def remove_empty_dirs(location: str, removed: list[str]) -> None:

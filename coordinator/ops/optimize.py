@@ -51,6 +51,7 @@ from coordinator.ops.maintenance import read_log, relative_to_table, remove_empt
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageBackend, StorageRouter
 from coordinator.store import OwnershipStore, TableRow
+from coordinator.store.maintenance import MaintenanceLog
 
 log = logging.getLogger("commit_owner.optimize")
 
@@ -168,19 +169,34 @@ async def compact(settings: Settings, ref: str, *, target_size: int | None = Non
     least = check_min_files(settings.optimize_min_small_files if min_files is None else min_files)
     async with opened(settings) as (store, storage):
         t = await resolve_table(store, ref)
-        out = await compact_table(settings, store, storage, t, target=target, min_files=least, dry_run=dry_run,
-                                  before_commit=before_commit)
+        runs, started = MaintenanceLog(store.db), int(time.time() * 1000)
+        try:
+            out = await compact_table(settings, store, storage, t, target=target, min_files=least, dry_run=dry_run,
+                                      before_commit=before_commit)
+        except (TableChangedError, CommitFailedError, CommitStateUnknownError) as e:
+            await runs.note(t.table_id, "optimize", "failed", trigger="command", started_at=started, message=str(e))
+            raise
         assert out is not None  # (no ``due``: always a report)
+        if out["version"] is not None:
+            await runs.note(t.table_id, "optimize", "done", trigger="command", started_at=started,
+                            figures=record_figures(out))
         return out
+
+
+def record_figures(report: dict[str, Any]) -> dict[str, Any]:
+    """What the maintenance record keeps of a compaction's report."""
+    return {k: report[k] for k in ("version", "reason", "filesRemoved", "filesAdded", "bytesRemoved", "bytesAdded",
+                                   "deletionVectorsPurged", "rebases", "seconds") if k in report}
 
 
 async def compact_table(settings: Settings, store: OwnershipStore, storage: StorageRouter, t: TableRow, *,
                         target: int, min_files: int, dry_run: bool = False,
                         before_commit: BeforeCommit | None = None,
-                        due: Callable[[list[dict[str, Any]]], str | None] | None = None) -> dict[str, Any] | None:
+                        due: Callable[[TableState], tuple[str, int] | None] | None = None) -> dict[str, Any] | None:
     """``compact`` of the table ``t`` on an open store and storage, with a checked ``target`` and ``min_files``.
-    With ``due`` (the maintain worker's policy), the table's live files are handed to it once read: when it
-    answers None, nothing is done and None is returned; else its reason is in the report (``reason``)."""
+    With ``due`` (the maintain worker's policy), the table's state is handed to it once read: when it answers
+    None, nothing is done and None is returned; else it answers why (in the report's ``reason``) and the target
+    size to use instead of ``target``. What ``due`` raises (a bad table property) goes through, nothing done."""
     from backfill.worker import Backfiller
     from coordinator.core.service import CommitService
 
@@ -193,9 +209,12 @@ async def compact_table(settings: Settings, store: OwnershipStore, storage: Stor
     table = await _read_table(store, backend, t)
     state = table.state
     files = list(state.adds.values())
-    reason = due(files) if due is not None else None
-    if due is not None and reason is None:
-        return None
+    reason = None
+    if due is not None:
+        asked = due(state)
+        if asked is None:
+            return None
+        reason, target = asked
     why = unsupported(state.protocol, state.metadata)
     if why is not None:
         raise InvalidArgumentError(f"{t.location} cannot be compacted by the owner: {why}; nothing changed")

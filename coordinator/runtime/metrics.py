@@ -308,6 +308,10 @@ class MaintenanceMetrics:
                                                 "Bytes of the files compactions rewrote.", registry=r)
         self.compaction_bytes_added = Counter("commit_owner_compaction_added_bytes",
                                               "Bytes of the files compactions wrote.", registry=r)
+        self.maintenance_steps = Counter("commit_owner_maintenance_steps",
+                                         "Steps of the maintenance policy (checkpoint, log_cleanup, optimize, "
+                                         "vacuum) that did something (done) or failed.", ["kind", "outcome"],
+                                         registry=r)
         self.compaction_gave_up = Counter("commit_owner_compaction_gave_up",
                                           "Compactions that gave up to a commit that removed a file they rewrote.",
                                           registry=r)

@@ -8,38 +8,24 @@ running every minute for years leaves a table of bounded size.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import and_, delete, func, select
 
+from client.contract.errors import CommitOwnerError
 from coordinator.store.db import Db
-from coordinator.store.rows import now_ms
+from coordinator.store.rows import MaintenanceRun, now_ms
 from coordinator.store.schema import maintenance_runs
+
+log = logging.getLogger("commit_owner.maintain")
 
 #: The kinds of step, in the order a pass runs them.
 KINDS = ("checkpoint", "log_cleanup", "optimize", "vacuum")
 #: Rows kept per table and kind.
 KEEP = 50
-
-
-@dataclass(frozen=True)
-class MaintenanceRun:
-    table_id: str
-    kind: str  # one of KINDS
-    outcome: str  # done | failed
-    trigger: str  # policy (the maintain worker) | command (optimize, vacuum, maintain TABLE)
-    started_at: int
-    finished_at: int
-    figures: dict[str, Any] = field(default_factory=dict)
-    message: str | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"tableId": self.table_id, "kind": self.kind, "outcome": self.outcome, "trigger": self.trigger,
-                "startedAt": self.started_at, "finishedAt": self.finished_at, "figures": self.figures,
-                "message": self.message}
 
 
 class MaintenanceLog:
@@ -58,6 +44,15 @@ class MaintenanceLog:
             await conn.execute(maintenance_runs.insert().values(id=str(uuid.uuid4()), **run.__dict__))
         return run
 
+    async def note(self, table_id: str, kind: str, outcome: str, *, trigger: str, started_at: int,
+                   figures: Mapping[str, Any] | None = None, message: str | None = None) -> None:
+        """``record``, for a step that happened whatever the record says: a database failure is logged, not raised."""
+        try:
+            await self.record(table_id, kind, outcome, trigger=trigger, started_at=started_at, figures=figures,
+                              message=message)
+        except CommitOwnerError as e:
+            log.warning("table %s: recording its %s step failed: %s", table_id, kind, e)
+
     async def recent(self, table_id: str, limit: int = 20) -> list[MaintenanceRun]:
         """The table's newest steps, newest first."""
         c = maintenance_runs.c
@@ -66,12 +61,23 @@ class MaintenanceLog:
         async with self.db.tx(write=False, single=True) as conn:
             return [MaintenanceRun(**r._mapping) for r in (await conn.execute(stmt)).all()]
 
+    async def newest(self, table_id: str, kind: str) -> MaintenanceRun | None:
+        """The table's newest step of ``kind``, or None."""
+        c = maintenance_runs.c
+        stmt = (select(c.table_id, c.kind, c.outcome, c.trigger, c.started_at, c.finished_at, c.figures, c.message)
+                .where(and_(c.table_id == table_id, c.kind == kind))
+                .order_by(c.finished_at.desc(), c.started_at.desc()).limit(1))
+        async with self.db.tx(write=False, single=True) as conn:
+            r = (await conn.execute(stmt)).first()
+        return None if r is None else MaintenanceRun(**r._mapping)
+
     async def last_done(self, table_id: str, kind: str) -> int | None:
         """When the table's newest successful step of ``kind`` finished (ms), or None."""
         c = maintenance_runs.c
         stmt = select(func.max(c.finished_at)).where(and_(c.table_id == table_id, c.kind == kind, c.outcome == "done"))
         async with self.db.tx(write=False, single=True) as conn:
-            return (await conn.execute(stmt)).scalar()
+            value = (await conn.execute(stmt)).scalar()
+        return None if value is None else int(value)
 
     async def prune(self, table_id: str, keep: int = KEEP) -> int:
         """Delete the table's rows beyond the newest ``keep`` of each kind; returns how many went."""

@@ -163,3 +163,20 @@ class StagingRow:
     name: str
     location: str
     created_at: int
+
+
+@dataclass(frozen=True)
+class MaintenanceRun:
+    table_id: str
+    kind: str  # one of KINDS
+    outcome: str  # done | failed
+    trigger: str  # policy (the maintain worker) | command (optimize, vacuum, maintain TABLE)
+    started_at: int
+    finished_at: int
+    figures: dict[str, Any] = field(default_factory=dict)
+    message: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"tableId": self.table_id, "kind": self.kind, "outcome": self.outcome, "trigger": self.trigger,
+                "startedAt": self.started_at, "finishedAt": self.finished_at, "figures": self.figures,
+                "message": self.message}

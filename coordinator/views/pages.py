@@ -34,6 +34,7 @@ from coordinator.core.reads import Reads
 from coordinator.storage import StorageRouter
 from coordinator.store import CommitRow, TableRow
 from coordinator.store.browse import BrowseStore, Minute
+from coordinator.store.maintenance import MaintenanceLog, MaintenanceRun
 from coordinator.store.names import NameStore, missing_catalog, missing_schema
 from coordinator.store.rows import NameRow
 from coordinator.views.summary import CommitSummary, summarize
@@ -41,6 +42,7 @@ from coordinator.views.summary import CommitSummary, summarize
 #: Commit files read at once for one page of history (a page is at most ``HISTORY_PAGE`` commits).
 HISTORY_FILES_READ = 8
 HISTORY_PAGE = 25
+MAINTENANCE_SHOWN = 10  # maintenance steps on a table's page
 #: Largest commit file whose actions are read for a history page or a commit's page.
 MAX_COMMIT_FILE_BYTES = 16 * 1024 * 1024
 
@@ -93,11 +95,13 @@ def location_prefix(text: str) -> str | None:
 
 
 class Views:
-    def __init__(self, reads: Reads, names: NameStore, browse: BrowseStore, storage: StorageRouter) -> None:
+    def __init__(self, reads: Reads, names: NameStore, browse: BrowseStore, storage: StorageRouter,
+                 maintenance: MaintenanceLog) -> None:
         self.reads = reads  # a table's registration
         self.names = names
         self.browse = browse
         self.storage = storage  # read only: a table's log
+        self.maintenance = maintenance  # what `commit-owner maintain` / `optimize` / `vacuum` did
 
     # -- browsing ----------------------------------------------------------------------------------------
 
@@ -211,6 +215,10 @@ class Views:
                 raise UnavailableError(f"commit file of version {row.version} unreadable: {type(e).__name__}") from e
         raise UnavailableError(f"neither the staged nor the published file of version {row.version} exists any more "
                                "(log cleanup)")
+
+    async def maintenance_runs(self, table: TableRow, limit: int = MAINTENANCE_SHOWN) -> list[MaintenanceRun]:
+        """The table's newest maintenance steps, newest first."""
+        return await self.maintenance.recent(table.table_id, limit)
 
     async def checkpoints(self, table: TableRow) -> Checkpoints:
         """The checkpoints in the table's log (newest first) and the version ``_last_checkpoint`` names.

@@ -431,7 +431,7 @@ def test_a_deletion_vector_reads_as_its_row_indexes(tmp_path: Any) -> None:
 
 
 async def test_compaction_reads_the_table_from_its_newest_checkpoint(svc: Service) -> None:
-    from coordinator.ops.maintenance import run_maintain
+    from coordinator.ops.maintain import run_maintain
 
     if "sqlite" not in svc.backend.database_url:
         pytest.skip("one database is enough for the checkpoint's path")

@@ -16,7 +16,7 @@ from coordinator.api.ui.activity import charts, commit_charts, hour_links, hours
 from coordinator.api.ui.layout import page, status_cell
 from coordinator.api.ui.markup import Markup, duration, h, href, join, number, size, ts
 from coordinator.api.ui.viewer import viewer
-from coordinator.store.rows import TableRow
+from coordinator.store.rows import MaintenanceRun, TableRow
 from coordinator.views.pages import HISTORY_PAGE, Checkpoints, HistoryEntry, Identity
 
 ACTIONS_SHOWN = 500
@@ -111,8 +111,7 @@ def _before_the_owner(table: TableRow, entries: list[HistoryEntry]) -> Markup:
              'owner ratifies from version {first} on.</p>', upto=upto, first=table.base_version + 1)
 
 
-def _maintenance(cp: Checkpoints | None, problem: str | None, entries: list[HistoryEntry]) -> Markup:
-    vacuum = next((e for e in entries if e.summary and (e.summary.operation or "").upper().startswith("VACUUM")), None)
+def _maintenance(cp: Checkpoints | None, problem: str | None, runs: list[MaintenanceRun]) -> Markup:
     pairs: list[tuple[str, Any]] = []
     if cp is not None:
         pairs.append(("checkpoints", ", ".join(map(str, cp.versions[:10])) + (" …" if len(cp.versions) > 10 else "")
@@ -120,9 +119,39 @@ def _maintenance(cp: Checkpoints | None, problem: str | None, entries: list[Hist
         pairs.append(("_last_checkpoint", "none" if cp.last_checkpoint is None else f"version {cp.last_checkpoint}"))
     else:
         pairs.append(("checkpoints", f"unknown: {problem}"))
-    pairs.append(("last vacuum", f"version {vacuum.row.version} ({vacuum.summary.operation if vacuum.summary else ''})"
-                  if vacuum else "none among the commits shown"))
-    return _dl(pairs, "maintenance")
+    for kind, label in (("optimize", "last compaction"), ("vacuum", "last vacuum")):
+        run = next((r for r in runs if r.kind == kind and r.outcome == "done"), None)
+        pairs.append((label, f"{ts(run.finished_at)}: {_run_summary(run)}" if run else "none recorded"))
+    return h('{facts}{steps}', facts=_dl(pairs, "maintenance"), steps=_runs(runs))
+
+
+def _run_summary(r: MaintenanceRun) -> str:
+    """One line of what a maintenance step did."""
+    f = r.figures
+    if r.outcome == "failed":
+        return f"failed: {r.message or ''}"
+    if r.kind == "optimize":
+        return (f"version {f.get('version')}, {f.get('filesRemoved')} files ({size(int(f.get('bytesRemoved') or 0))}) "
+                f"into {f.get('filesAdded')} ({size(int(f.get('bytesAdded') or 0))})"
+                + (f"; {f['reason']}" if f.get("reason") else ""))
+    if r.kind == "vacuum":
+        return (f"deleted {f.get('deleted')} files ({size(int(f.get('bytes') or 0))}); versions from "
+                f"{f.get('oldestKeptVersion')} stay readable")
+    if r.kind == "checkpoint":
+        return f"wrote checkpoints at versions {', '.join(map(str, f.get('written') or []))}"
+    return f"deleted {f.get('deleted')} expired log files ({size(int(f.get('bytes') or 0))})"
+
+
+def _runs(runs: list[MaintenanceRun]) -> Markup:
+    """The newest steps of `commit-owner maintain` / `optimize` / `vacuum` on this table."""
+    if not runs:
+        return h('<p class="muted" id="maintenance-runs">No maintenance step recorded yet (`commit-owner maintain` '
+                 'records each step that does something or fails).</p>')
+    rows = join(h('<tr data-kind="{kind}" data-outcome="{outcome}"><td>{when}</td><td>{kind}</td><td>{trigger}</td>'
+                  '<td>{what}</td></tr>', when=ts(r.finished_at), kind=r.kind, outcome=r.outcome,
+                  trigger=r.trigger, what=_run_summary(r)) for r in runs)
+    return h('<table id="maintenance-runs"><thead><tr><th>finished</th><th>step</th><th>by</th><th>what it did</th>'
+             '</tr></thead><tbody>{rows}</tbody></table>', rows=rows)
 
 
 async def _visible_table(request: web.Request) -> TableRow:
@@ -151,7 +180,7 @@ async def table_page(request: web.Request) -> web.Response:
              '<h2>Maintenance</h2>{maint}</section></div><h2>Activity</h2><p class="hours">Window: {links}</p>{charts}'
              '<h2>Commit history</h2>{newest}{history}{older}',
              identity=_identity(table, await views.identity(table)), state=_state(table),
-             maint=_maintenance(cp, problem, entries), links=hour_links(hours, "tables", table.table_id),
+             maint=_maintenance(cp, problem, await views.maintenance_runs(table)), links=hour_links(hours, "tables", table.table_id),
              charts=charts(commit_charts(await views.activity(hours, None, table.table_id), hours, "this table")),
              newest=h('<p><a href="{l}">newest first</a></p>', l=href("tables", table.table_id)) if before else "",
              history=_history(table, entries), older=older)
