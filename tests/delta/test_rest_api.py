@@ -58,6 +58,8 @@ def test_staging_create_and_load_give_what_delta_spark_reads(uc_service: Service
     assert meta["properties"]["delta.feature.catalogManaged"] == "supported"
     loaded = w.load()
     assert loaded["commits"] == [] and loaded["latest-table-version"] == 0
+    # no maintenance operation is left to clients: the owner compacts, vacuums and cleans the log itself
+    assert reply["allowed-maintenance-operations"] == loaded["allowed-maintenance-operations"] == []
     assert loaded["metadata"]["columns"] == {"type": "struct", "fields": json.loads(json.dumps(
         [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
          {"name": "part", "type": "string", "nullable": True, "metadata": {}}]))}

@@ -146,6 +146,13 @@ def commit_json(c: CommitRow) -> dict[str, Any]:
             "file-size": c.file_size, "file-modification-timestamp": c.file_modification_time}
 
 
+#: The maintenance operations (``DATA_REORGANIZATION``, ``DATA_CLEANUP``, ``METADATA_CLEANUP``) a client may run
+#: on an owned table: none, since the owner does them itself (`commit-owner maintain`'s policy, decision 77). A
+#: client that reads the list (delta-spark past 4.4.0) is told so; 4.4.0 refuses them on catalog-managed tables
+#: whatever the catalog says.
+ALLOWED_MAINTENANCE_OPERATIONS: tuple[str, ...] = ()
+
+
 def load_reply(table: TableRow, name: NameRow, commits: list[CommitRow]) -> dict[str, Any]:
     """A DeltaLoadTableResponse: the metadata, the ratified-but-unpublished commits (newest first) and the latest
     ratified version, all from one read of the table."""
@@ -165,4 +172,5 @@ def load_reply(table: TableRow, name: NameRow, commits: list[CommitRow]) -> dict
     if LAST_COMMIT_TIMESTAMP in props:
         metadata["last-commit-timestamp-ms"] = int(props[LAST_COMMIT_TIMESTAMP])
     return {"metadata": metadata, "commits": [commit_json(c) for c in sorted(commits, key=lambda c: -c.version)],
-            "latest-table-version": table.catalog_latest}
+            "latest-table-version": table.catalog_latest,
+            "allowed-maintenance-operations": list(ALLOWED_MAINTENANCE_OPERATIONS)}
