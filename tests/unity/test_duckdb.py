@@ -329,3 +329,38 @@ def test_delta_rs_beside_duckdb_cannot_write_a_managed_table_and_nothing_changes
     assert str(refused.value) == ("Kernel error: Max catalog version error: Max catalog version is required when "
                                   "loading a catalog-managed table. Use with_max_catalog_version().")
     assert (owner.ratified(table_id), owner.backend.snapshot(location)) == before
+
+
+async def test_duckdb_inserts_while_the_owner_compacts_a_managed_table_and_both_land(owner: Owner) -> None:
+    """The owner's compaction (the policy's and `commit-owner optimize`'s code) and DuckDB's INSERTs through
+    ``/delta/v1`` on one MANAGED table: an INSERT that takes the version the compaction was about to propose
+    does not conflict with it (an append), so the compaction moves onto it and commits next; no row is lost."""
+    from coordinator.ops.optimize import run_optimize
+    from coordinator.runtime.settings import Settings
+
+    table_id, location = owner_write(owner, "busy", "catalogManaged")
+    con = connect(owner, "demo")
+    for i in range(3, 8):
+        con.execute(f"INSERT INTO uc.demo.busy VALUES ({i}, 'w{i}')")
+    published(owner, table_id, 6)
+    raced: list[int] = []
+
+    def insert(version: int) -> None:  # DuckDB commits first, at the version the compaction is about to propose
+        if not raced:
+            raced.append(version)
+            connect(owner, "demo").execute("INSERT INTO uc.demo.busy VALUES (100, 'late')")
+
+    settings = Settings.load(environ=owner.backend.env())
+    rep = await run_optimize(settings, table_id, target_size=1024 * 1024, before_commit=insert)
+
+    assert raced == [7] and rep["readVersion"] == 6 and rep["rebases"] == 1 and rep["version"] == 8
+    assert rep["filesRemoved"] == 6 and rep["filesAdded"] == 1
+    ratified = owner.ratified(table_id)
+    assert sorted(ratified) == list(range(1, 9))  # DuckDB's 2..7, the compaction's 8: one file per version
+    published(owner, table_id, 8)
+    info = json.loads((Path(location[len("file://"):]) / "_delta_log" / f"{8:020}.json").read_text()
+                      .splitlines()[0])["commitInfo"]
+    assert info["operation"] == "OPTIMIZE" and info["readVersion"] == 7
+    want = sorted([(1, "a"), (2, "b"), *((i, f"w{i}") for i in range(3, 8)), (100, "late")])
+    assert connect(owner, "demo").execute("SELECT * FROM uc.demo.busy ORDER BY id").fetchall() == want
+    assert owner.uc("GET", "/delta/v1/catalogs/main/schemas/demo/tables/busy")["latest-table-version"] == 8
