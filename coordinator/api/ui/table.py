@@ -150,8 +150,8 @@ def _runs(runs: list[MaintenanceRun]) -> Markup:
     rows = join(h('<tr data-kind="{kind}" data-outcome="{outcome}"><td>{when}</td><td>{kind}</td><td>{trigger}</td>'
                   '<td>{what}</td></tr>', when=ts(r.finished_at), kind=r.kind, outcome=r.outcome,
                   trigger=r.trigger, what=_run_summary(r)) for r in runs)
-    return h('<h3>Steps</h3><table class="list" id="maintenance-runs"><thead><tr><th>finished</th><th>step</th><th>by</th><th>what it did</th>'
-             '</tr></thead><tbody>{rows}</tbody></table>', rows=rows)
+    return h('<h3>Steps</h3><table class="list" id="maintenance-runs"><thead><tr><th>finished</th><th>step</th>'
+             '<th>by</th><th>what it did</th></tr></thead><tbody>{rows}</tbody></table>', rows=rows)
 
 
 async def _visible_table(request: web.Request) -> TableRow:
