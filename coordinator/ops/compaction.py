@@ -8,9 +8,11 @@ the commit service, giving up) is ``coordinator/ops/optimize.py``; why: docs/dec
   its DV deletes at least ``MAX_DELETED_ROWS_RATIO`` of its rows (Delta's default), even alone in its bin.
 * **Rewrite.** Each bin becomes one Parquet file (pyarrow, as ``client.write_table`` writes them), the rows a
   deletion vector marks deleted left out (``deletion_vectors.py``), its statistics from its own footer
-  (``client.stats``).
+  (``client.stats``). A table with row tracking keeps each row's stable row id and row commit version in the
+  file's materialized columns (``row_tracking.py``).
 * **Commit.** ``commitInfo`` (operation ``OPTIMIZE``, Delta's parameters and metric names), a ``remove`` of every
-  rewritten file and an ``add`` of every new one, all with ``dataChange=false``.
+  rewritten file and an ``add`` of every new one, all with ``dataChange=false``; with row tracking, the adds'
+  fresh ``baseRowId`` / ``defaultRowCommitVersion`` and the raised high-water mark, assigned per proposal.
 * **Conflicts** (Delta's rule for a compaction): commits that landed after the version it read are fine when
   they only add files; one that removed a file it rewrote (DELETE, UPDATE, MERGE, an overwrite, another
   compaction) or changed the table's metadata or protocol makes it give up.
@@ -34,6 +36,8 @@ from client.stats import parquet_footer_stats
 from client.write import nan_leaves, partition_folders
 from coordinator.ops.deletion_vectors import DeletionVectorError, read_deletion_vector
 from coordinator.ops.maintenance import relative_to_table
+from coordinator.ops.row_tracking import PRESERVED_TAG, RowTracking, assign, with_stable_columns
+from coordinator.ops.row_tracking import refusal as row_tracking_refusal
 from coordinator.storage import StorageBackend
 
 OPTIMIZE = "OPTIMIZE"
@@ -63,11 +67,9 @@ def unsupported(protocol: Mapping[str, Any] | None, metadata: Mapping[str, Any] 
     """Why this table cannot be compacted here, or None."""
     _, writer = table_features(protocol or {})
     conf = (metadata or {}).get("configuration") or {}
-    if "rowTracking" in writer:
-        return "it has the rowTracking feature (row ids would have to be kept through the rewrite)"
     if "columnMapping" in writer and conf.get("delta.columnMapping.mode", "none") != "none":
         return "it uses column mapping (physical column names)"
-    return None
+    return row_tracking_refusal(protocol, metadata)
 
 
 def _partition_key(add: Mapping[str, Any]) -> tuple[tuple[str, str | None], ...]:
@@ -145,10 +147,12 @@ def _data_schema(schema_string: str, partition_columns: Sequence[str], present: 
 
 
 async def rewrite(backend: StorageBackend, location: str, b: Bin, *, folder: str, index: int, schema_string: str,
-                  partition_columns: Sequence[str]) -> dict[str, Any]:
+                  partition_columns: Sequence[str], tracking: RowTracking | None = None) -> dict[str, Any]:
     """Read the files of ``b``, write them as one Parquet file under ``<location>/<folder>/`` and return its
-    ``add`` body (``dataChange`` false, statistics from its footer). Raises OSError (storage), ValueError
-    (files whose columns cannot be put together)."""
+    ``add`` body (``dataChange`` false, statistics from its footer; row ids are assigned at commit, by
+    ``optimize_actions``). With ``tracking`` that preserves row tracking, the file holds each row's stable row
+    id and row commit version (``row_tracking.with_stable_columns``). Raises OSError (storage), ValueError
+    (files whose columns cannot be put together, rows whose row id cannot be told)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -156,6 +160,8 @@ async def rewrite(backend: StorageBackend, location: str, b: Bin, *, folder: str
     for f in b.files:
         data = await backend.read(f"{location}/{relative_to_table(location, f['path'])}")
         t = pq.read_table(pa.BufferReader(data))
+        if tracking is not None:  # by physical row index: before the deletion vector drops rows
+            t = with_stable_columns(t, f, tracking)
         if f.get("deletionVector"):
             try:
                 deleted = await read_deletion_vector(backend, location, f["deletionVector"])
@@ -213,11 +219,18 @@ def operation_metrics(removed: Sequence[Mapping[str, Any]], added: Sequence[Mapp
     }
 
 
-def optimize_actions(*, in_commit_timestamp: int, read_version: int, removed: Sequence[Mapping[str, Any]],
-                     added: Sequence[Mapping[str, Any]], auto: bool = False) -> list[dict[str, Any]]:
-    """The actions of the compaction commit: ``commitInfo`` first (its in-commit timestamp first), then a
-    ``remove`` of each rewritten file (with its size, partition values and statistics) and an ``add`` of each new one,
-    all ``dataChange`` false."""
+def optimize_actions(*, in_commit_timestamp: int, read_version: int, version: int,
+                     removed: Sequence[Mapping[str, Any]], added: Sequence[Mapping[str, Any]], auto: bool = False,
+                     tracking: RowTracking | None = None,
+                     domains: Mapping[str, Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The actions of the compaction commit proposed as ``version``: ``commitInfo`` first (its in-commit timestamp
+    first), then a ``remove`` of each rewritten file (with its size, partition values and statistics) and an
+    ``add`` of each new one, all ``dataChange`` false. With ``tracking`` that assigns row ids, the adds get fresh
+    ``baseRowId`` / ``defaultRowCommitVersion`` over ``domains`` (the table's domain metadata as of
+    ``version - 1``) and a ``domainMetadata`` action raises the high-water mark (``row_tracking.assign``).
+    Raises ValueError (a new file without ``numRecords``, a high-water mark that cannot be read)."""
+    tracking = tracking or RowTracking()
+    adds, marks = assign(added, tracking, version=version, domains=domains or {})
     info = {
         "inCommitTimestamp": int(in_commit_timestamp),
         "timestamp": int(in_commit_timestamp),
@@ -229,6 +242,8 @@ def optimize_actions(*, in_commit_timestamp: int, read_version: int, removed: Se
         "operationMetrics": operation_metrics(removed, added),
         "engineInfo": ENGINE_INFO,
     }
+    if tracking.preserves:
+        info["tags"] = {PRESERVED_TAG: "true"}
     removes = []
     for r in removed:
         body: dict[str, Any] = {"path": r["path"], "deletionTimestamp": int(in_commit_timestamp), "dataChange": False,
@@ -238,7 +253,7 @@ def optimize_actions(*, in_commit_timestamp: int, read_version: int, removed: Se
             if r.get(key) is not None:
                 body[key] = r[key]
         removes.append({"remove": body})
-    return [{"commitInfo": info}, *removes, *({"add": dict(a)} for a in added)]
+    return [{"commitInfo": info}, *removes, *({"add": a} for a in adds), *marks]
 
 
 def conflict(location: str, missed: Sequence[tuple[int, Sequence[Mapping[str, Any]]]],

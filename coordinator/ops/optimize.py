@@ -48,6 +48,7 @@ from coordinator.ops.compaction import (
 )
 from coordinator.ops.context import opened, resolve_table
 from coordinator.ops.maintenance import read_log, relative_to_table, remove_empty_dirs
+from coordinator.ops.row_tracking import RowTracking
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageBackend, StorageRouter
 from coordinator.store import OwnershipStore, TableRow
@@ -228,13 +229,14 @@ async def compact_table(settings: Settings, store: OwnershipStore, storage: Stor
     metadata = state.metadata or {}
     partition_columns = list(metadata.get("partitionColumns") or [])
     folder = new_batch_folder()
+    tracking = RowTracking.of(state.protocol, state.metadata)  # (``unsupported`` refused what it cannot keep)
     committed = False
     try:
         for i, b in enumerate(p.bins):
             try:
                 rep.added.append(await rewrite(backend, t.location, b, folder=folder, index=i,
                                                schema_string=metadata.get("schemaString") or "{}",
-                                               partition_columns=partition_columns))
+                                               partition_columns=partition_columns, tracking=tracking))
             except ValueError as e:  # files it cannot put together, a deletion vector it cannot read
                 raise InvalidArgumentError(f"{t.location} cannot be compacted: {e}; nothing changed") from None
         service = CommitService(settings, store, storage)
@@ -244,8 +246,12 @@ async def compact_table(settings: Settings, store: OwnershipStore, storage: Stor
                 maybe = before_commit(version)
                 if inspect.isawaitable(maybe):
                     await maybe
-            actions = optimize_actions(in_commit_timestamp=next_in_commit_timestamp(state.ict),
-                                       read_version=state.version, removed=p.files, added=rep.added)
+            try:  # built again for each proposal: fresh row ids over the high-water mark the winners left
+                actions = optimize_actions(in_commit_timestamp=next_in_commit_timestamp(state.ict),
+                                           read_version=state.version, version=version, removed=p.files,
+                                           added=rep.added, tracking=tracking, domains=state.domains)
+            except ValueError as e:  # a new file without numRecords, a high-water mark it cannot read
+                raise InvalidArgumentError(f"{t.location} cannot be compacted: {e}; nothing changed") from None
             try:
                 await service.commit(t.table_id, version, encode_actions(actions), None)
             except CommitVersionConflictError as e:

@@ -445,3 +445,231 @@ async def test_compaction_reads_the_table_from_its_newest_checkpoint(svc: Servic
     assert _rows(read_table(path, client=client)) == rows
     removed = {a["remove"]["path"]: a["remove"] for a in _log_actions(path, 12) if "remove" in a}
     assert len(removed) == 11 and all(json.loads(r["stats"])["numRecords"] == 1 for r in removed.values())
+
+
+# -- row tracking (Delta's PROTOCOL.md, "Row Tracking"; coordinator/ops/row_tracking.py) ---------------------
+
+ROW_ID, ROW_VERSION = "_row-id-col-test", "_row-commit-version-col-test"
+
+
+def _dv_file(folder: str, rows: list[int]) -> dict[str, Any]:
+    """A deletion vector of ``rows`` stored in a file of ``folder`` (absolute path), as Delta lays it out."""
+    import struct
+    import zlib
+
+    bitmap = struct.pack("<Iq", 1681511377, 1) + struct.pack("<I", 0) + _roaring32(rows, runs=False)
+    name = f"deletion_vector_{uuid.uuid4()}.bin"
+    with open(os.path.join(folder, name), "wb") as f:
+        f.write(b"\x01" + struct.pack(">I", len(bitmap)) + bitmap + struct.pack(">I", zlib.crc32(bitmap)))
+    return {"storageType": "p", "pathOrInlineDv": f"file://{folder}/{name}", "offset": 1, "sizeInBytes": len(bitmap),
+            "cardinality": len(rows)}
+
+
+def _tracked_table(svc: Service) -> tuple[str, Any, str]:
+    """A filesystem table with row tracking enabled, laid out by hand as delta-spark leaves one, then taken under
+    the owner (version 5). Versions 1, 2 and 4 INSERT; version 3 is an UPDATE of the row id=1 (deleted from its
+    file by a deletion vector, written again with its stable row id materialized and the new commit version)
+    beside a fresh row. Stable (row id, row commit version) per ``id``: 0-3 -> (0-3, 1) less 1; 10-12 -> (4-6, 2);
+    101 -> (1, 3), 13 -> (8, 3); 20, 21 -> (9, 4), (10, 4). High-water mark 10."""
+    import pyarrow.parquet as pq
+
+    from client.lifecycle import take_ownership
+
+    path = str(svc.backend.tmp / f"rt-{uuid.uuid4().hex[:10]}")
+    os.makedirs(os.path.join(path, "_delta_log"))
+    schema = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                                           {"name": "p", "type": "string", "nullable": True, "metadata": {}}]}
+    conf = {"delta.enableRowTracking": "true", "delta.enableDeletionVectors": "true",
+            "delta.rowTracking.materializedRowIdColumnName": ROW_ID,
+            "delta.rowTracking.materializedRowCommitVersionColumnName": ROW_VERSION}
+
+    def file(name: str, p: str, ids: list[int], base: int, version: int, **materialized: list[Any]) -> dict[str, Any]:
+        os.makedirs(os.path.join(path, f"p={p}"), exist_ok=True)
+        cols = {"id": pa.array(ids, pa.int64()), **{k: pa.array(v, pa.int64()) for k, v in materialized.items()}}
+        rel = f"p={p}/{name}.parquet"
+        pq.write_table(pa.table(cols), os.path.join(path, rel))
+        return {"path": rel, "partitionValues": {"p": p}, "size": os.path.getsize(os.path.join(path, rel)),
+                "modificationTime": now_ms(), "dataChange": True, "stats": json.dumps({"numRecords": len(ids)}),
+                "baseRowId": base, "defaultRowCommitVersion": version}
+
+    def mark(n: int) -> dict[str, Any]:
+        return {"domainMetadata": {"domain": "delta.rowTracking", "configuration": json.dumps({"rowIdHighWaterMark": n}),
+                                   "removed": False}}
+
+    f1 = file("f1", "a", [0, 1, 2, 3], 0, 1)
+    f3 = file("f3", "a", [101, 13], 7, 3, **{ROW_ID: [1, None], ROW_VERSION: [None, None]})
+    versions = [
+        [{"protocol": {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": ["deletionVectors"],
+                       "writerFeatures": ["deletionVectors", "domainMetadata", "rowTracking"]}},
+         {"metaData": {"id": str(uuid.uuid4()), "format": {"provider": "parquet", "options": {}},
+                       "schemaString": json.dumps(schema), "partitionColumns": ["p"], "configuration": conf,
+                       "createdTime": now_ms()}}],
+        [{"add": f1}, mark(3)],
+        [{"add": file("f2", "b", [10, 11, 12], 4, 2)}, mark(6)],
+        [{"remove": {"path": f1["path"], "deletionTimestamp": now_ms(), "dataChange": True, "baseRowId": 0,
+                     "defaultRowCommitVersion": 1}},
+         {"add": {**f1, "deletionVector": _dv_file(path, [1])}}, {"add": f3}, mark(8)],
+        [{"add": file("f4", "b", [20, 21], 9, 4)}, mark(10)],
+    ]
+    for v, actions in enumerate(versions):
+        info = {"commitInfo": {"timestamp": now_ms(), "operation": "WRITE"}}
+        with open(os.path.join(path, "_delta_log", delta_file_name(v)), "w") as f:
+            f.write("".join(json.dumps(a) + "\n" for a in [info, *actions]))
+    client = svc.client()
+    owned = take_ownership(path, client=client)
+    assert owned.version == 5
+    return path, client, owned.table_id
+
+
+TRACKED = {0: (0, 1), 2: (2, 1), 3: (3, 1), 10: (4, 2), 11: (5, 2), 12: (6, 2), 101: (1, 3), 13: (8, 3),
+           20: (9, 4), 21: (10, 4)}
+
+
+async def _stable_ids(path: str, client: Any) -> dict[int, tuple[int, int]]:
+    """Each live row's stable (row id, row commit version) by ``id``, read as the protocol's reader rule says:
+    the materialized value when the column is there and not null, else the add's baseRowId + the row's
+    physical index, resp. its defaultRowCommitVersion."""
+    import pyarrow.parquet as pq
+
+    from coordinator.ops.deletion_vectors import read_deletion_vector
+    from coordinator.storage.local import LocalStorage
+
+    out: dict[int, tuple[int, int]] = {}
+    for f in load_snapshot(path, client=client).files:
+        t = pq.read_table(os.path.join(path, f["path"]))
+        dv = f.get("deletionVector")
+        deleted = set(await read_deletion_vector(LocalStorage(), f"file://{path}", dv)) if dv else set()
+        none = [None] * t.num_rows
+        ids = t.column(ROW_ID).to_pylist() if ROW_ID in t.column_names else none
+        versions = t.column(ROW_VERSION).to_pylist() if ROW_VERSION in t.column_names else none
+        for i, key in enumerate(t.column("id").to_pylist()):
+            if i not in deleted:
+                assert key not in out
+                out[key] = (f["baseRowId"] + i if ids[i] is None else ids[i],
+                            f["defaultRowCommitVersion"] if versions[i] is None else versions[i])
+    return out
+
+
+def _high_water_mark(path: str, client: Any) -> int:
+    return json.loads(load_snapshot(path, client=client).domain_metadata["delta.rowTracking"]["configuration"])[
+        "rowIdHighWaterMark"]
+
+
+async def test_compaction_keeps_row_ids_and_row_commit_versions(svc: Service) -> None:
+    import pyarrow.parquet as pq
+
+    if "sqlite" not in svc.backend.database_url:
+        pytest.skip("one database is enough for the row tracking rules")
+    path, client, _ = _tracked_table(svc)
+    assert await _stable_ids(path, client) == TRACKED and _high_water_mark(path, client) == 10
+
+    rep = await run_optimize(_settings(svc), path, target_size=MiB)
+
+    assert rep["version"] == 6 and rep["filesRemoved"] == 4 and rep["filesAdded"] == 2
+    assert rep["deletionVectorsPurged"] == 1
+    assert await _stable_ids(path, client) == TRACKED  # every row keeps its ids, the deleted one stays deleted
+    actions = _log_actions(path, 6)
+    assert actions[0]["commitInfo"]["tags"] == {"delta.rowTracking.preserved": "true"}
+    adds = [a["add"] for a in actions if "add" in a]
+    # fresh row ids above the mark, bin by bin (partition a: 5 rows, then b: 5 rows), the committed version
+    assert [(a["partitionValues"]["p"], a["baseRowId"], a["defaultRowCommitVersion"]) for a in adds] == [
+        ("a", 11, 6), ("b", 16, 6)]
+    assert [a["domainMetadata"] for a in actions if "domainMetadata" in a] == [
+        {"domain": "delta.rowTracking", "configuration": '{"rowIdHighWaterMark":20}', "removed": False}]
+    assert _high_water_mark(path, client) == 20
+    removes = {a["remove"]["path"]: a["remove"] for a in actions if "remove" in a}
+    assert {p: (r["baseRowId"], r["defaultRowCommitVersion"]) for p, r in removes.items()} == {
+        "p=a/f1.parquet": (0, 1), "p=a/f3.parquet": (7, 3), "p=b/f2.parquet": (4, 2), "p=b/f4.parquet": (9, 4)}
+    for a in adds:  # the materialized columns hold the stable values of every row; no statistics for them
+        t = pq.read_table(os.path.join(path, a["path"]))
+        assert t.column_names == ["id", ROW_ID, ROW_VERSION] and t.column(ROW_ID).null_count == 0
+        assert {k: (r, v) for k, r, v in zip(*(t.column(c).to_pylist() for c in t.column_names), strict=True)} == {
+            k: TRACKED[k] for k in t.column("id").to_pylist()}
+        assert set(json.loads(a["stats"])["nullCount"]) == {"id"}
+
+
+async def test_row_ids_are_assigned_again_when_the_compaction_moves_onto_an_append(svc: Service) -> None:
+    import pyarrow.parquet as pq
+
+    if "sqlite" not in svc.backend.database_url:
+        pytest.skip("one database is enough for the row tracking rules")
+    path, client, table_id = _tracked_table(svc)
+    raced: list[int] = []
+
+    def append(version: int) -> None:  # an INSERT of two rows through the owner takes the first proposal's version
+        if raced:
+            return
+        rel = f"p=a/late-{uuid.uuid4().hex[:6]}.parquet"
+        pq.write_table(pa.table({"id": pa.array([30, 31], pa.int64())}), os.path.join(path, rel))
+        snap = load_snapshot(path, client=client)
+        ict = max(now_ms(), (snap.in_commit_timestamp or 0) + 1)
+        acts = [commit_info("WRITE", in_commit_timestamp=ict, read_version=snap.version, parameters={}),
+                {"add": {"path": rel, "partitionValues": {"p": "a"}, "size": os.path.getsize(os.path.join(path, rel)),
+                         "modificationTime": ict, "dataChange": True, "stats": json.dumps({"numRecords": 2}),
+                         "baseRowId": 11, "defaultRowCommitVersion": version}},
+                {"domainMetadata": {"domain": "delta.rowTracking", "configuration": '{"rowIdHighWaterMark":12}',
+                                    "removed": False}}]
+        assert client.commit(table_id, version, acts).version == version
+        client.backfill_to_version(table_id, version)
+        raced.append(version)
+
+    rep = await run_optimize(_settings(svc), path, target_size=MiB, before_commit=append)
+
+    assert raced == [6] and rep["version"] == 7 and rep["rebases"] == 1
+    actions = _log_actions(path, 7)
+    adds = [a["add"] for a in actions if "add" in a]
+    # over the mark the append left (12), in the version committed (7); the append's file is not rewritten
+    assert [(a["baseRowId"], a["defaultRowCommitVersion"]) for a in adds] == [(13, 7), (18, 7)]
+    assert [a["domainMetadata"]["configuration"] for a in actions if "domainMetadata" in a] == [
+        '{"rowIdHighWaterMark":22}']
+    assert _high_water_mark(path, client) == 22
+    assert await _stable_ids(path, client) == {**TRACKED, 30: (11, 6), 31: (12, 6)}
+
+
+def test_row_tracking_the_compaction_cannot_keep_is_refused() -> None:
+    from coordinator.ops.compaction import unsupported
+
+    features = {"minReaderVersion": 3, "minWriterVersion": 7, "readerFeatures": [],
+                "writerFeatures": ["domainMetadata", "rowTracking"]}
+    names = {"delta.rowTracking.materializedRowIdColumnName": "r",
+             "delta.rowTracking.materializedRowCommitVersionColumnName": "v"}
+
+    def why(conf: dict[str, str], protocol: dict[str, Any] = features) -> str | None:
+        return unsupported(protocol, {"configuration": conf})
+
+    assert why({"delta.enableRowTracking": "true", **names}) is None
+    assert why({}) is None  # supported, not enabled: fresh ids only
+    assert "lacks delta.rowTracking.materializedRowIdColumnName" in str(why({"delta.enableRowTracking": "true"}))
+    assert "both enabled and suspended" in str(why({"delta.enableRowTracking": "true", "delta.rowTrackingSuspended":
+                                                    "true", **names}))
+    assert "without domainMetadata" in str(why({}, {**features, "writerFeatures": ["rowTracking"]}))
+    assert "lacks the rowTracking feature" in str(why({"delta.enableRowTracking": "true", **names},
+                                                      {**features, "writerFeatures": []}))
+    assert "column mapping" in str(why({"delta.columnMapping.mode": "name"},
+                                       {**features, "writerFeatures": ["columnMapping"]}))
+
+
+def test_fresh_row_ids_only_when_row_tracking_is_supported_but_not_enabled() -> None:
+    from coordinator.ops.row_tracking import RowTracking, assign, with_stable_columns
+
+    protocol = {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["domainMetadata", "rowTracking"]}
+    conf = {"delta.rowTracking.materializedRowIdColumnName": "r",
+            "delta.rowTracking.materializedRowCommitVersionColumnName": "v"}
+    tracking = RowTracking.of(protocol, {"configuration": conf})
+    assert tracking.assigns and not tracking.preserves
+    # the source's materialized columns are left out (nothing is preserved), no others
+    source = pa.table({"id": [1, 2], "r": [5, None], "v": [3, 3]})
+    assert with_stable_columns(source, {"path": "x"}, tracking).column_names == ["id"]
+    added = [{"path": "n1", "stats": '{"numRecords":3}'}, {"path": "n2", "stats": '{"numRecords":0}'}]
+    adds, marks = assign(added, tracking, version=9, domains={})  # no domain yet: the mark starts at -1
+    assert [(a["baseRowId"], a["defaultRowCommitVersion"]) for a in adds] == [(0, 9), (3, 9)]
+    assert marks == [{"domainMetadata": {"domain": "delta.rowTracking", "configuration": '{"rowIdHighWaterMark":2}',
+                                         "removed": False}}]
+    suspended = RowTracking.of(protocol, {"configuration": {**conf, "delta.rowTrackingSuspended": "true"}})
+    assert assign(added, suspended, version=9, domains={}) == (added, [])
+    # enabled: a row with no materialized value and no baseRowId in its add cannot be told
+    enabled = RowTracking.of(protocol, {"configuration": {**conf, "delta.enableRowTracking": "true"}})
+    with pytest.raises(ValueError, match="has rows without a materialized r and its add has no baseRowId"):
+        with_stable_columns(source, {"path": "x", "defaultRowCommitVersion": 1}, enabled)
+    kept = with_stable_columns(source, {"path": "x", "baseRowId": 40, "defaultRowCommitVersion": 1}, enabled)
+    assert kept.to_pydict() == {"id": [1, 2], "r": [5, 41], "v": [3, 3]}

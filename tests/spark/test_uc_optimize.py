@@ -7,6 +7,10 @@ and its commit), INSERTs into the first and DELETEs one row from the second. The
 onto the INSERT and commits; the DELETE replaced a file the second compaction rewrote (a deletion vector), so
 it gives up; a compaction run afterwards applies that deletion vector. delta-spark then reads both tables (rows
 and DESCRIBE HISTORY), and the owner's ratified rows are judged as in tests/spark/test_uc_catalog.py.
+
+A third table is delta-spark's default MANAGED table, with row tracking on: grown by INSERTs, an UPDATE and a
+DELETE, compacted, then read by delta-spark with the same ``_metadata.row_id`` and ``_metadata.row_commit_version``
+per row as before, and INSERTed into (its row id above every earlier one).
 """
 
 from __future__ import annotations
@@ -17,9 +21,10 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
+import pyarrow.parquet as pq
 import pytest
 
-from client.contract.errors import InvalidArgumentError, TableChangedError
+from client.contract.errors import TableChangedError
 from coordinator.ops.optimize import run_optimize
 from coordinator.runtime.settings import Settings
 from tests.conftest import make_backend
@@ -59,14 +64,26 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
     grow, race_insert, race_delete, judged = (tmp_path / g for g in ("grow", "race-insert", "race-delete", "judged"))
     t1, t2 = f"{s.catalog}.s.appended", f"{s.catalog}.s.deleted"
     # The fact source: delta-spark's own OPTIMIZE of a plain path table (no catalog), its commitInfo compared below.
-    plain = tmp_path / "plain"
+    plain, plain_rt = tmp_path / "plain", tmp_path / "plain-rt"
     steps: list[Any] = [f"CREATE TABLE spark_catalog.delta.`{plain}` (id INT) USING delta",
                         *(f"INSERT INTO spark_catalog.delta.`{plain}` VALUES ({i})" for i in range(3)),
                         f"OPTIMIZE spark_catalog.delta.`{plain}`",
+                        # and of one with row tracking, after an UPDATE (a materialized row id): its actions
+                        f"CREATE TABLE spark_catalog.delta.`{plain_rt}` (id INT) USING delta "
+                        "TBLPROPERTIES ('delta.enableRowTracking' = 'true')",
+                        *(f"INSERT INTO spark_catalog.delta.`{plain_rt}` VALUES ({i})" for i in range(3)),
+                        f"UPDATE spark_catalog.delta.`{plain_rt}` SET id = 10 WHERE id = 1",
+                        f"OPTIMIZE spark_catalog.delta.`{plain_rt}`",
                         f"CREATE SCHEMA {s.catalog}.s"]
-    # delta-spark's default MANAGED table has the rowTracking feature, which the compaction refuses for now
+    # delta-spark's default MANAGED table has the rowTracking feature: grown by INSERTs, an UPDATE (the row keeps
+    # its row id, materialized) and a DELETE (a deletion vector), its row ids read before and after compaction
     t0 = f"{s.catalog}.s.tracked"
-    steps += [f"CREATE TABLE {t0} (id INT) USING delta", f"INSERT INTO {t0} VALUES (1)", f"INSERT INTO {t0} VALUES (2)"]
+    tracked_ids = (f"SELECT id, _metadata.row_id AS row_id, _metadata.row_commit_version AS row_commit_version "
+                   f"FROM {t0}")
+    steps += [f"CREATE TABLE {t0} (id INT) USING delta",
+              *(f"INSERT INTO {t0} SELECT /*+ REPARTITION(1) */ * FROM VALUES {v} AS v(id)"
+                for v in ("(1), (2)", "(3), (4)", "(5)")),
+              f"UPDATE {t0} SET id = 30 WHERE id = 3", f"DELETE FROM {t0} WHERE id = 1", tracked_ids]
     steps.append(f"CREATE TABLE {t1} (id INT, part STRING) USING delta PARTITIONED BY (part) "
                  "TBLPROPERTIES ('delta.enableRowTracking' = 'false')")
     steps += [f"INSERT INTO {t1} VALUES ({i}, '{p}')" for i, p in INSERTS]
@@ -79,7 +96,8 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
               {"wait": str(race_delete)}, f"DELETE FROM {t2} WHERE id = 1",
               {"wait": str(judged)},
               f"SELECT id, part FROM {t1}", f"DESCRIBE HISTORY {t1}", f"SELECT id, part FROM {t2}",
-              f"DESCRIBE HISTORY {t2}"]
+              f"DESCRIBE HISTORY {t2}",
+              tracked_ids, f"INSERT INTO {t0} VALUES (6)", tracked_ids, f"DESCRIBE HISTORY {t0}"]
     spark = s.start("writer", steps)
     settings = Settings.load(environ=owner.backend.env())
     try:
@@ -92,16 +110,43 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
             print(f"\n[{t}] protocol {[a for a in first if 'protocol' in a]}, configuration "
                   f"{[a['metaData'].get('configuration') for a in first if 'metaData' in a]}")
         theirs = json.loads((plain / "_delta_log" / f"{4:020d}.json").read_text().splitlines()[0])["commitInfo"]
+        theirs_rt = [json.loads(x) for x in (plain_rt / "_delta_log" / f"{5:020d}.json").read_text().splitlines()]
+        print(f"\ndelta-spark's own OPTIMIZE with row tracking: {json.dumps(theirs_rt)}")
         print(f"\ndelta-spark's own OPTIMIZE commitInfo: {json.dumps(theirs)}")
         for t in (t1, t2):
             judge_owner(s, ids[t]["table_id"], ids[t]["storage_location"], len(INSERTS))
 
+        # The row-tracking table: compacted, each row's row id and row commit version kept in the new files.
         tracked = owner.uc("GET", f"/tables/{t0}")
-        before = sorted(p.name for p in local_path(tracked["storage_location"]).rglob("*"))
-        with pytest.raises(InvalidArgumentError, match="rowTracking"):
-            await run_optimize(settings, tracked["storage_location"], target_size=1 << 20)
-        assert sorted(p.name for p in local_path(tracked["storage_location"]).rglob("*")) == before
-        judge_owner(s, tracked["table_id"], tracked["storage_location"], 2)
+        root0 = local_path(tracked["storage_location"])
+        first = [json.loads(x) for x in (root0 / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
+        conf0 = next(a["metaData"] for a in first if "metaData" in a)["configuration"]
+        print(f"\n[{t0}] protocol {[a for a in first if 'protocol' in a]}, configuration {conf0}")
+        assert conf0["delta.enableRowTracking"] == "true"
+        judge_owner(s, tracked["table_id"], tracked["storage_location"], 5)
+        rep0 = await run_optimize(settings, tracked["storage_location"], target_size=1 << 20)
+        print(f"\n[{t0}] compaction: {rep0}")
+        assert rep0["version"] == 6 and rep0["filesAdded"] == 1, rep0
+        judge_owner(s, tracked["table_id"], tracked["storage_location"], 6)
+        compacted = [json.loads(x) for x in (root0 / "_delta_log" / f"{6:020d}.json").read_text().splitlines()]
+        marks = [json.loads(a["domainMetadata"]["configuration"])["rowIdHighWaterMark"] for a in compacted
+                 if "domainMetadata" in a]
+        new_add = next(a["add"] for a in compacted if "add" in a)
+        assert new_add["defaultRowCommitVersion"] == 6 and marks == [new_add["baseRowId"] + 4 - 1], compacted
+        # the shape of delta-spark's own: the tag, a fresh baseRowId and version, the mark in the same commit, the
+        # two materialized columns in the new file
+        assert compacted[0]["commitInfo"]["tags"]["delta.rowTracking.preserved"] == "true"
+        assert theirs_rt[0]["commitInfo"].get("tags", {}).get("delta.rowTracking.preserved") == "true"
+        their_add = next(a["add"] for a in theirs_rt if "add" in a)
+        assert their_add["defaultRowCommitVersion"] == 5 and "baseRowId" in their_add
+        assert [a["domainMetadata"]["domain"] for a in theirs_rt if "domainMetadata" in a] == ["delta.rowTracking"]
+
+        def hidden(root: Path, add: dict[str, Any]) -> list[str]:
+            return sorted(c for c in pq.read_schema(root / unquote(add["path"])).names if c != "id")
+
+        assert len(hidden(plain_rt, their_add)) == 2
+        assert hidden(root0, new_add) == sorted([conf0["delta.rowTracking.materializedRowIdColumnName"],
+                                                 conf0["delta.rowTracking.materializedRowCommitVersionColumnName"]])
 
         # An INSERT lands between the compaction's read and its commit: the compaction commits after it.
         rep = await run_optimize(settings, ids[t1]["storage_location"], target_size=1 << 20,
@@ -137,7 +182,19 @@ async def test_compaction_while_delta_spark_inserts_and_deletes(owner: Owner, uc
 
         judged.touch()
         results = s.expect_ok(spark, spark.finish(), len([x for x in steps if isinstance(x, str)]))
-        sel1, hist1, sel2, hist2 = results[-4:]
+        sel1, hist1, sel2, hist2, ids_after, _, ids_then, hist0 = results[-8:]
+        ids_before = next(r for r in results if r["sql"] == tracked_ids)
+        print(f"\n[{t0}] row ids before the compaction: {ids_before['rows']}")
+        # delta-spark reads the same rows with the same row ids and row commit versions after the compaction
+        cols = ("id", "row_id", "row_commit_version")
+        assert result_rows(ids_after, *cols) == result_rows(ids_before, *cols)
+        assert sorted(r[0] for r in result_rows(ids_before, *cols)) == [2, 4, 5, 30]
+        assert history(hist0)[6] == "OPTIMIZE"
+        # an INSERT after it gets a row id above every earlier one (the mark the compaction raised), version 7
+        (late,) = [r for r in result_rows(ids_then, *cols) if r[0] == 6]
+        assert late[1] > marks[0] and late[2] == 7
+        assert sorted((r for r in result_rows(ids_then, *cols) if r[0] != 6), key=repr) == result_rows(ids_before,
+                                                                                                      *cols)
         assert result_rows(sel1, "id", "part") == sorted([*INSERTS, (100, "a")], key=repr)
         assert history(hist1)[8] == "OPTIMIZE" and history(hist1)[7] == "WRITE"
         optimize_row = next(r for r in hist1["rows"] if int(r["version"]) == 8)
