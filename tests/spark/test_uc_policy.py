@@ -38,8 +38,7 @@ async def test_delta_spark_sets_the_policy_by_property_and_a_maintain_pass_compa
     t = f"{s.catalog}.s.events"
     steps: list[object] = [
         f"CREATE SCHEMA {s.catalog}.s",
-        f"CREATE TABLE {t} (id INT, part STRING) USING delta PARTITIONED BY (part) "
-        "TBLPROPERTIES ('delta.enableRowTracking' = 'false')",
+        f"CREATE TABLE {t} (id INT, part STRING) USING delta PARTITIONED BY (part)",  # row tracking on (the default)
         *(f"INSERT INTO {t} VALUES ({i}, '{p}')" for i, p in ROWS),
         f"ALTER TABLE {t} SET TBLPROPERTIES ('{PARTITION_SMALL_FILES}' = '2')",
         {"wait": str(grown)},
