@@ -104,17 +104,18 @@ HA_PINS := 'patroni[etcd3,psycopg3]==4.1.5'
 # extra). A failed install is printed loudly; the Azure suites skip naming this step, and the next make tries again.
 AZURITE_PIN ?= azurite@3.37.0
 
-.stamp-emulators:
+# The target is the installed binary itself (not a stamp), so a removed .tools/ is installed again.
+.tools/azurite/node_modules/.bin/azurite-blob:
 	@mkdir -p .tools/azurite; \
 	if npm install --prefix .tools/azurite --silent --no-audit --no-fund $(AZURITE_PIN) > .tools/azurite-install.log 2>&1 \
 	    && .tools/azurite/node_modules/.bin/azurite-blob --version > /dev/null; then \
-	  echo "azurite: $$(.tools/azurite/node_modules/.bin/azurite-blob --version)"; touch $@; \
+	  echo "azurite: $$(.tools/azurite/node_modules/.bin/azurite-blob --version)"; \
 	else \
 	  echo "!!! could not install $(AZURITE_PIN) with npm; the Azure suites will SKIP (retried next make):"; \
 	  tail -n 20 .tools/azurite-install.log; \
 	fi
 
-install-emulators: .stamp-emulators ## npm install azurite into .tools/ (the Azure suites' emulator)
+install-emulators: .tools/azurite/node_modules/.bin/azurite-blob ## npm install azurite into .tools/ (the Azure suites' emulator)
 
 install-ha: .stamp-ha ## etcd (apt) and .venv-patroni (Patroni 4.1) for the Patroni failover test and chaos-ha
 
