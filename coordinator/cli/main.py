@@ -22,8 +22,20 @@ from coordinator.cli.staging import staging
 from coordinator.cli.tokens import tokens
 
 
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """`--version`: the release (pyproject.toml's version) and the schema revision this build migrates to."""
+    if not value or ctx.resilient_parsing:
+        return
+    from coordinator import __version__
+    from coordinator.store.engine import head_revision
+
+    click.echo(f"commit-owner {__version__} (schema revision {head_revision()})")
+    ctx.exit()
+
+
 @click.group(cls=OwnerGroup, context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 110})
-@click.version_option(package_name="delta-commit-owner")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the release and the schema revision it needs, and exit.")
 def main() -> None:
     """delta-commit-owner: a commit owner for Delta Lake managed commits.
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import socket
 import time
@@ -16,13 +17,15 @@ from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import event, text
+from sqlalchemy import event, select, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DisconnectionError, NoSuchModuleError
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 import coordinator
 from client.contract.errors import SchemaOutOfDateError, UnavailableError
+
+log = logging.getLogger("commit_owner.store")
 
 
 def schema_dir() -> Path:
@@ -251,9 +254,38 @@ def migrate(url: str, revision: str = "head") -> str:
     u = make_url(sync_url(url))
     if u.drivername == "sqlite" and u.database and u.database != ":memory:":
         Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+    _refuse_newer_schema(url)
     cfg = _alembic_config(url)
     command.upgrade(cfg, revision)
     return head_revision()
+
+
+def _refuse_newer_schema(url: str) -> None:
+    """Raise SchemaOutOfDateError, changing nothing, when the database is at a schema revision this build does
+    not know: an older build must not try to migrate what a newer one migrated."""
+    from sqlalchemy import create_engine as create_sync_engine
+
+    from coordinator.store.schema import schema_compatibility as sc
+
+    engine = create_sync_engine(sync_url(url))
+    try:
+        with engine.connect() as conn:
+            try:
+                have = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            except Exception:  # an empty database
+                return
+            if have is None or have in known_revisions():
+                return
+            try:
+                row = conn.execute(select(sc.c.written_by).where(sc.c.revision == have)).first()
+            except Exception:
+                row = None
+    finally:
+        engine.dispose()
+    by = f"delta-commit-owner {row[0]}" if row is not None else "a newer delta-commit-owner"
+    raise SchemaOutOfDateError(f"the database schema is at revision {have}, written by {by}, newer than this build "
+                               f"(delta-commit-owner {coordinator.__version__}, schema revision {head_revision()}) "
+                               f"knows: nothing migrated; run `commit-owner migrate` of {by} or later")
 
 
 def head_revision() -> str:
@@ -275,14 +307,57 @@ async def current_revision(engine: AsyncEngine) -> str | None:
             return None
 
 
+def known_revisions() -> list[str]:
+    """The schema revisions this build knows, oldest first (its head last)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(schema_dir()))
+    return [r.revision for r in reversed(list(ScriptDirectory.from_config(cfg).walk_revisions()))]
+
+
+def _newer_schema(have: str, compat: tuple[str, str] | None) -> SchemaOutOfDateError | None:
+    """None when this build runs on ``have``, a schema revision newer than it knows (its migration says the
+    oldest code revision that runs on it, ``compat``); else the one-line refusal."""
+    if compat is not None and compat[0] in known_revisions():
+        log.warning("the database schema is at revision %s (written by delta-commit-owner %s), newer than this "
+                    "build's %s; this build runs on it (the newer migrations keep its statements valid): upgrade "
+                    "this build", have, compat[1], head_revision())
+        return None
+    by = f"delta-commit-owner {compat[1]}" if compat is not None else "a newer delta-commit-owner"
+    return SchemaOutOfDateError(f"the database schema is at revision {have}, written by {by}, which this build "
+                                f"(delta-commit-owner {coordinator.__version__}, schema revision {head_revision()}) "
+                                f"cannot run on: run {by} or later")
+
+
+async def _compatibility(engine: AsyncEngine, revision: str) -> tuple[str, str] | None:
+    """What the migration of ``revision`` said of older code (``schema_compatibility``), if it said anything."""
+    from coordinator.store.schema import schema_compatibility as sc
+
+    async with engine.connect() as conn:
+        try:
+            row = (await conn.execute(select(sc.c.oldest_code_revision, sc.c.written_by)
+                                      .where(sc.c.revision == revision))).first()
+        except Exception:  # no such table: a schema from before migration 0009's rule, or not ours
+            return None
+    return None if row is None else (row[0], row[1])
+
+
 async def check_schema(engine: AsyncEngine) -> None:
-    """Raise SchemaOutOfDateError unless the database is at the head revision."""
+    """Raise SchemaOutOfDateError unless this build runs on the database's schema: its head revision, or a
+    newer one whose migrations keep this build's statements valid (decision 81)."""
     have, want = await current_revision(engine), head_revision()
-    if have != want:
+    if have == want:
+        return
+    if have is None or have in known_revisions():
         raise SchemaOutOfDateError(
             f"the database schema is at revision {have or 'none (empty database)'} but this service needs {want}: "
             "run `commit-owner migrate --database-url ...` first"
         )
+    refusal = _newer_schema(have, await _compatibility(engine, have))
+    if refusal is not None:
+        raise refusal
 
 
 @contextlib.asynccontextmanager

@@ -207,3 +207,14 @@ maintenance_runs = Table(
     Column("message", Text, nullable=True),
     Index("ix_maintenance_runs_table", "table_id", "kind", "finished_at"),
 )
+
+# Which builds may run on each schema revision (migration 0009, decision 81): the oldest schema revision whose
+# code still runs on it, and the release whose migration wrote the row. Read at start-up by a build that finds
+# a revision newer than it knows (coordinator/store/engine.py: check_schema).
+schema_compatibility = Table(
+    "schema_compatibility",
+    metadata,
+    Column("revision", String(32), primary_key=True),
+    Column("oldest_code_revision", String(32), nullable=False),
+    Column("written_by", String(32), nullable=False),
+)
