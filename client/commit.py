@@ -24,7 +24,6 @@ Standard library only at import time.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -40,7 +39,7 @@ from client.contract.errors import (
     TableChangedError,
 )
 from client.contract.layout import new_batch_folder, normalize_location
-from client.http import ENDPOINT_ENV, CommitOwnerClient
+from client.http import CommitOwnerClient, named_endpoint
 from client.models import carried_commits
 from client.publish import await_published
 
@@ -128,8 +127,7 @@ def field_types(schema_json: Mapping[str, Any]) -> list[tuple[str, Any]]:
 def owner_client(client: CommitOwnerClient | None, endpoint: str | None, token: str | None) -> CommitOwnerClient | None:
     if client is not None:
         return client
-    endpoint = endpoint or os.environ.get(ENDPOINT_ENV)
-    return CommitOwnerClient(endpoint, token=token) if endpoint else None
+    return CommitOwnerClient(endpoint, token=token) if named_endpoint(endpoint) else None
 
 
 def load(location: str, client: CommitOwnerClient | None, storage_options: Mapping[str, Any] | None,
@@ -220,11 +218,8 @@ def open_target(location: str, schema_json: Mapping[str, Any], options: WriteOpt
     try:
         snap = load(location, owner, storage_options)
     except NotADeltaTableError:
-        if owner is None:
-            raise ValueError(
-                f"{location} is not a Delta table yet; give client= or endpoint= (or set ${ENDPOINT_ENV}) "
-                "so that write_table can create it"
-            ) from None
+        if owner is None:  # nothing named an owner: the one rule's default (client.http.resolve_endpoint)
+            owner = CommitOwnerClient(token=options.token)
         try:
             create_table(location, schema_json, partition_by, client=owner, protocol=options.protocol,
                          storage_options=storage_options, full_name=options.full_name)

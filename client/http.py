@@ -18,6 +18,7 @@ from __future__ import annotations
 import http.client
 import json
 import logging
+import os
 import socket
 import threading
 import time
@@ -45,6 +46,25 @@ _NO_BODY = object()
 #: Environment variable naming the owner's endpoint: the default of writers without ``endpoint=``, and for
 #: readers an override of the endpoint a table's properties name (e.g. after the owner moved).
 ENDPOINT_ENV = "COMMIT_OWNER_ENDPOINT"
+#: Where an owner listens when nothing says otherwise: `make run`'s address.
+DEFAULT_ENDPOINT = "http://127.0.0.1:8080"
+
+
+def named_endpoint(given: str | None = None) -> str | None:
+    """The owner's endpoint when one is named: ``given``, else ``$COMMIT_OWNER_ENDPOINT``; else None (a reader
+    then asks the owner its table names)."""
+    return given or os.environ.get(ENDPOINT_ENV) or None
+
+
+def resolve_endpoint(given: str | None = None) -> tuple[str, str | None]:
+    """The one rule for where a client or command finds its owner when no table names one: ``given``, else
+    ``$COMMIT_OWNER_ENDPOINT``, else :data:`DEFAULT_ENDPOINT`; with where it came from (for errors)."""
+    if given:
+        return given, None
+    named = named_endpoint()
+    if named:
+        return named, f"from ${ENDPOINT_ENV}"
+    return DEFAULT_ENDPOINT, f"the default endpoint; set ${ENDPOINT_ENV} when the owner is elsewhere"
 #: Default seconds a read (GET) keeps retrying an owner it cannot connect to (once it was reached).
 READ_CONNECT_DEADLINE = 10.0
 #: Tries to connect to an owner this client has never reached before it gives up ...
@@ -82,7 +102,8 @@ def action_objects(actions: Actions) -> list[Any]:
 class CommitOwnerClient:
     """Client of one commit-owner service.
 
-    :param endpoint: base URL, e.g. ``http://127.0.0.1:8080``.
+    :param endpoint: base URL, e.g. ``http://127.0.0.1:8080``; by default ``$COMMIT_OWNER_ENDPOINT``, else
+        ``http://127.0.0.1:8080`` (:func:`resolve_endpoint`).
     :param token: bearer token, if the service requires authentication.
     :param timeout: seconds for one HTTP request.
     :param deadline: total seconds a call may spend retrying transient failures.
@@ -95,7 +116,7 @@ class CommitOwnerClient:
 
     def __init__(
         self,
-        endpoint: str,
+        endpoint: str | None = None,
         *,
         token: str | None = None,
         timeout: float = 30.0,
@@ -107,6 +128,8 @@ class CommitOwnerClient:
         first_contact_tries: int = FIRST_CONTACT_TRIES,
         first_contact_deadline: float = FIRST_CONTACT_DEADLINE,
     ) -> None:
+        endpoint, found = resolve_endpoint(endpoint)
+        origin = origin or found
         parts = urlsplit(endpoint.rstrip("/"))
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"endpoint must be an http(s) URL, got {endpoint!r}")

@@ -126,13 +126,17 @@ def serve_settings(settings: Any, workers: int, metrics_dir: str | None, *,
 
 @main.command()
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
+@click.option("--create", is_flag=True, help="Create a new SQLite store (and its folder) if the file is not there; "
+                                             "without it only the default ./commit-owner.db is created.")
 @settings_options(("database_url",))
-def migrate(config: str | None, **overrides: Any) -> None:
+def migrate(config: str | None, create: bool, **overrides: Any) -> None:
     """Create or upgrade the ownership store's schema (Alembic migrations in schema/)."""
+    from coordinator.runtime.settings import BY_NAME
     from coordinator.store import migrate as do_migrate
 
     settings = load_settings(config, **overrides)
-    head = do_migrate(settings.database_url)
+    default = settings.database_url == BY_NAME["database_url"].default  # what `make run` creates
+    head = do_migrate(settings.database_url, create=create or default)
     click.echo(f"database at schema revision {head}")
 
 

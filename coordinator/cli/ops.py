@@ -11,6 +11,7 @@ from typing import Any
 import click
 import tomllib
 
+from client.http import DEFAULT_ENDPOINT, ENDPOINT_ENV
 from coordinator.cli.options import load_settings, settings_options
 from coordinator.runtime.settings import BY_NAME, ENV_PREFIX, SETTINGS, Settings
 
@@ -105,7 +106,7 @@ def _table_options(names: tuple[str, ...], *, api: bool) -> Any:
         if api:
             f = click.option("--token", envvar="COMMIT_OWNER_TOKEN", default=None,
                              help="Bearer token (admin over the table) [env COMMIT_OWNER_TOKEN].")(f)
-            f = click.option("--endpoint", envvar="COMMIT_OWNER_ENDPOINT", default="http://127.0.0.1:8080",
+            f = click.option("--endpoint", envvar=ENDPOINT_ENV, default=DEFAULT_ENDPOINT,
                              show_default=True, help="The running owner's URL [env COMMIT_OWNER_ENDPOINT].")(f)
         return f
 

@@ -89,20 +89,23 @@ def sqlite_file(url: str) -> Path | None:
     return Path(u.database)
 
 
-def _refuse_missing_sqlite_file(url: str) -> None:
+def _refuse_missing_sqlite_file(url: str, *, creating: bool = True) -> None:
     """Opening a SQLite file that is not there would create an empty one (and, in a missing folder, fail
-    with aiosqlite racing the closed event loop): refuse first, creating nothing. `migrate` creates it."""
+    with aiosqlite racing the closed event loop): refuse first, creating nothing. Only `commit-owner migrate
+    --create` (or of the default path) makes a new store: a typo'd path must not become an empty store that
+    makes the user's tables seem gone."""
     path = sqlite_file(url)
     if path is None or path.is_file():
         return
     where = path.resolve()
     if path.exists():
         raise UnavailableError(f"cannot use the database: {where} is not a SQLite file")
+    create = "`commit-owner migrate --create --database-url ...`"
     if not where.parent.is_dir():
         raise UnavailableError(f"cannot use the database: the folder {where.parent} of the SQLite file does not "
-                               "exist (check the database URL)")
-    raise SchemaOutOfDateError(f"no SQLite database at {where}, so no schema: check the database URL, or create it "
-                               "with `commit-owner migrate --database-url ...`")
+                               f"exist (check the database URL; a new store there: {create})")
+    raise SchemaOutOfDateError(f"no SQLite database at {where}, so no schema: check the database URL, or create a "
+                               f"new store there with {create}")
 
 
 def async_url(url: str) -> str:
@@ -247,13 +250,16 @@ def _alembic_config(url: str):  # type: ignore[no-untyped-def]
     return cfg
 
 
-def migrate(url: str, revision: str = "head") -> str:
-    """Apply migrations up to ``revision``; returns the head revision."""
+def migrate(url: str, revision: str = "head", *, create: bool = True) -> str:
+    """Apply migrations up to ``revision``; returns the head revision. A SQLite file (and its folder) that is
+    not there is created only with ``create``; else SchemaOutOfDateError / UnavailableError, nothing created."""
     from alembic import command
 
-    u = make_url(sync_url(url))
-    if u.drivername == "sqlite" and u.database and u.database != ":memory:":
-        Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+    if not create:
+        _refuse_missing_sqlite_file(url, creating=False)
+    path = sqlite_file(url)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
     _refuse_newer_schema(url)
     cfg = _alembic_config(url)
     command.upgrade(cfg, revision)

@@ -78,7 +78,7 @@ def lifecycle_service(tmp_path_factory, _lifecycle_moto: str, _lifecycle_bucket:
     db = tmp_path_factory.mktemp("owner-db") / "owner.db"
     url = f"sqlite+aiosqlite:///{db}"
     env = {**os.environ, "AWS_ACCESS_KEY_ID": "test", "AWS_SECRET_ACCESS_KEY": "test", "PYTHONPATH": root}
-    subprocess.run([sys.executable, "-m", "coordinator", "migrate", "--database-url", url], check=True, cwd=root,
+    subprocess.run([sys.executable, "-m", "coordinator", "migrate", "--create", "--database-url", url], check=True, cwd=root,
                    env=env, capture_output=True)
     port = _free_port()
     log = open(tmp_path_factory.mktemp("owner-log") / "serve.log", "wb")

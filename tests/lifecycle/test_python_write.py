@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,10 @@ import pytest
 from deltalake import DeltaTable
 
 import client
-from client.contract.errors import TableChangedError
+from client.contract.errors import TableChangedError, UnavailableError
 from client.snapshot import load_snapshot
 from client.write import write_table
+from harness.world import free_port
 
 UTC = dt.timezone.utc
 COLUMNS = ["id", "name", "ts", "day", "part", "n"]
@@ -241,8 +243,12 @@ def test_bad_input_is_refused_before_any_file_is_written(
         write_table(good, location, partition_by=["nope"], client=owner)
     with pytest.raises(ValueError, match="partition column 'ts' has type timestamp"):
         write_table(good, location, partition_by=["ts"], client=owner)
-    with pytest.raises(ValueError, match="not a Delta table yet"):
-        write_table(good, location)  # nobody to create it with
+    nobody = f"http://127.0.0.1:{free_port()}"  # no owner named: the one rule's default, here a closed port
+    monkeypatch.setenv("COMMIT_OWNER_ENDPOINT", nobody)
+    with pytest.raises(UnavailableError, match=re.escape(f"cannot reach the commit owner at {nobody} (from "
+                                                         "$COMMIT_OWNER_ENDPOINT)")):
+        write_table(good, location)
+    monkeypatch.delenv("COMMIT_OWNER_ENDPOINT")
     with pytest.raises(TypeError, match="pandas DataFrame"):
         write_table([{"id": 1}], location, client=owner)
     naive = pa.table({"ts": pa.array([dt.datetime(2026, 1, 1)], pa.timestamp("us"))})

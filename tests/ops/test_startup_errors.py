@@ -49,7 +49,7 @@ def test_a_sqlite_file_in_a_missing_folder_is_one_line_and_creates_nothing(tmp_p
     assert res.returncode == 2
     line = _one_line(res)
     assert line == (f"error: cannot use the database: the folder {missing} of the SQLite file does not exist "
-                    "(check the database URL)")
+                    "(check the database URL; a new store there: `commit-owner migrate --create --database-url ...`)")
     assert _files(tmp_path) == []
 
 
@@ -81,10 +81,20 @@ def test_a_malformed_database_url_is_refused_before_anything_opens(tmp_path: Pat
         assert _files(tmp_path) == []  # the working directory: no ./owner.db, no ./. file
 
 
-def test_migrate_still_creates_the_sqlite_file_and_its_folder_then_serve_starts(tmp_path: Path) -> None:
+def test_migrate_creates_a_store_only_where_asked(tmp_path: Path) -> None:
+    """A typo'd path (a folder that does not exist, or a file name) is one line, and no store: only
+    `migrate --create`, or the default ./commit-owner.db of `make run`, makes a new one (issue 43)."""
     db = tmp_path / "new" / "owner.db"
     url = f"sqlite+aiosqlite:///{db}"
     res = cli("migrate", "--database-url", url)
+    assert res.returncode == 2, res.stderr
+    line = _one_line(res)
+    assert f"the folder {tmp_path}/new of the SQLite file does not exist" in line
+    assert "commit-owner migrate --create" in line
+    res = cli("migrate", "--database-url", f"sqlite:///{tmp_path}/typo.db")  # the driver-less spelling too
+    assert res.returncode == 3 and f"no SQLite database at {tmp_path}/typo.db" in _one_line(res)
+    assert _files(tmp_path) == []
+    res = cli("migrate", "--create", "--database-url", url)
     assert res.returncode == 0, res.stderr
     assert db.is_file() and db.stat().st_size > 0
     res = cli("tables", "list", "--json", "--database-url", url)

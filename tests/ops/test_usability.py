@@ -18,7 +18,7 @@ from tests.support import ROOT, Service, actions, create_owned_table, ndjson
 
 def test_a_port_in_use_is_one_clear_line_and_nothing_claims_to_listen(tmp_path: Path) -> None:
     db = f"sqlite+aiosqlite:///{tmp_path}/owner.db"
-    assert cli("migrate", "--database-url", db).returncode == 0
+    assert cli("migrate", "--create", "--database-url", db).returncode == 0
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -17,9 +18,11 @@ import pytest
 pytest.importorskip("pyspark", reason="SPARK TESTS SKIPPED: pyspark is not installed")
 deltalake = pytest.importorskip("deltalake", reason="delta-rs (deltalake) is needed as the independent reader")
 
+from client.contract.errors import UnavailableError  # noqa: E402
 from client.snapshot import load_snapshot  # noqa: E402
 from client.spark import read_table, write_table  # noqa: E402
 from client.spark.pipeline import TableChangedError  # noqa: E402
+from harness.world import free_port  # noqa: E402
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
@@ -198,8 +201,11 @@ def test_bad_input_is_refused_before_anything_is_written(
         write_table(df, location, mode="upsert", client=owner)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="partition column"):
         write_table(df, location, partition_by=["nope"], client=owner)
-    with pytest.raises(ValueError, match="not a Delta table yet"):
-        write_table(df, location)  # nobody to create it with
+    nobody = f"http://127.0.0.1:{free_port()}"  # no owner named: the one rule's default, here a closed port
+    monkeypatch.setenv("COMMIT_OWNER_ENDPOINT", nobody)
+    with pytest.raises(UnavailableError, match="cannot reach the commit owner at " + re.escape(nobody)):
+        write_table(df, location)
+    monkeypatch.delenv("COMMIT_OWNER_ENDPOINT")
     assert not where.exists()
     write_table(df, location, client=owner)
     before = batch_dirs(where)
