@@ -186,6 +186,17 @@ class TooManyUnbackfilledCommitsError(CommitFailedError):
     retryable = True
 
 
+class LogAheadOfStoreError(CommitFailedError):
+    """The table's ``_delta_log`` holds a published version beyond the latest version the owner's store records
+    (the store was restored from an older backup): nothing was ratified, and the table takes no commits until an
+    operator runs ``commit-owner tables reconcile``. Retry the same request later; no rebase helps
+    (503, true/false)."""
+
+    code = "LOG_AHEAD_OF_STORE"
+    http_status = 503
+    retryable = True
+
+
 class ForeignCommitFileError(CommitOwnerError):
     """``_delta_log/<v>.json`` exists with bytes the owner did not ratify: the table is fenced (409)."""
 
@@ -390,6 +401,7 @@ _BY_CODE: dict[str, type[CommitOwnerError]] = {
         TableNotAcceptingCommitsError,
         IdempotencyKeyReusedError,
         TooManyUnbackfilledCommitsError,
+        LogAheadOfStoreError,
         ForeignCommitFileError,
         TableNotFoundError,
         TableAlreadyExistsError,

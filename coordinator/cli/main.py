@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from coordinator.cli.bench import bench
+from coordinator.cli.consistency import store, tables_reconcile
 from coordinator.cli.exit_codes import ConfigError, OwnerGroup
 from coordinator.cli.ops import MAINTENANCE_COMMANDS, TABLE_COMMANDS, config
 from coordinator.cli.options import load_settings, settings_options
@@ -308,6 +309,8 @@ def transactions_list(table: str | None, limit: int, as_json: bool, config: str 
 main.add_command(config)  # operations: `config show|docs`
 for _command in TABLE_COMMANDS:  # `tables create|forget|unfence|release`
     tables.add_command(_command)
+tables.add_command(tables_reconcile)  # `tables reconcile` (a restored store, coordinator/ops/reconcile.py)
+main.add_command(store)  # `store check` (coordinator/ops/store_check.py)
 for _command in MAINTENANCE_COMMANDS:  # `maintain`, `vacuum`, `optimize` (docs/maintenance.md)
     main.add_command(_command)
 main.add_command(tokens)  # security: `commit-owner tokens ...`

@@ -17,6 +17,7 @@ from typing import Any
 
 from client.contract.errors import InvalidArgumentError, InvalidCommitError
 from coordinator.core.commit_body import ClockRule
+from coordinator.core.log_ahead import LogAhead
 from coordinator.core.memory import Memories
 from coordinator.core.publisher import NoPublisher, Publisher
 from coordinator.core.rows import Handed, TablePlace
@@ -87,6 +88,8 @@ class Context:
         self.names = NameStore(store)
         self.staged = StagedFiles(storage)
         self.memories = Memories(store.turns, settings.commit_turn_seconds)
+        # The log not ahead of the store, checked once per table before its first ratification here.
+        self.log_ahead = LogAhead(store, storage)
         # A table's location and folder never change: cache them so a commit costs no extra read.
         self._places: OrderedDict[str, TablePlace] = OrderedDict()
 
@@ -105,6 +108,7 @@ class Context:
         """``table_id`` is gone (forgotten or dropped): what this process kept of it goes too."""
         self._places.pop(table_id, None)
         self.memories.pop(table_id)
+        self.log_ahead.forget(table_id)
 
     async def for_readers(self, table: TableRow | TablePlace, rows: list[CommitRow]) -> list[Handed]:
         """``rows`` as a reader is handed them: their staged files, made sure of first (a crash may have left a

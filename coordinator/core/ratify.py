@@ -182,6 +182,7 @@ class Ratifier:
         releases = body.gives_up_ownership and staged is None
         place = await ctx.place(table_id)
         check_local_log(place.location, place.commit_dir, ctx.roots)
+        await ctx.log_ahead.check(table_id)  # never a version already published (a restored store): once per table
         if staged is not None:
             row = new_commit_row(table_id, version, data, file_name=staged.path.rsplit("/", 1)[1], uid=uid,
                                  commit_timestamp=body.in_commit_timestamp, file=staged, keeps_body=False)

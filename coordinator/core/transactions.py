@@ -33,6 +33,7 @@ from client.contract.errors import (
     IdempotencyKeyReusedError,
     InvalidArgumentError,
     InvalidCommitError,
+    LogAheadOfStoreError,
     PayloadTooLargeError,
     TableNotFoundError,
     TransactionConflictError,
@@ -158,6 +159,12 @@ class TransactionService:
         bodies = [self._parse(i, p) for i, p in enumerate(proposals)]
         for t in ids:
             check_local_log(tables[t].location, tables[t].commit_dir, self.ctx.roots)
+            try:  # never a version already published (a restored store), as for a single commit
+                await self.ctx.log_ahead.check(t, tables[t])
+            except LogAheadOfStoreError as e:
+                e.message = f"commits[{ids.index(t)}] (table {t}): {e.message}; nothing of the transaction was committed"
+                e.args = (e.message,)
+                raise
         paths = [staged_file(tables[p.table_id].location, tables[p.table_id].commit_dir, staged_file_name(p.version))
                  for p in proposals]
         storages = [self.ctx.storage.for_uri(path) for path in paths]

@@ -18,6 +18,7 @@ from collections.abc import Collection, Mapping, Sequence
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from coordinator.store.adopt import adopt
 from coordinator.store.backlog import Backlog
 from coordinator.store.commits import Commits, version_message
 from coordinator.store.db import Db
@@ -105,6 +106,11 @@ class OwnershipStore:
         (true,false), IdempotencyKeyReusedError, TableNotFoundError.
         """
         return await self.commits.ratify(row, max_unbackfilled=max_unbackfilled, releases=releases, carried=carried)
+
+    async def adopt(self, table: TableRow, rows: Sequence[CommitRow]) -> bool:
+        """Record ``rows``, versions published beyond the store's record, as ratified and published, in one
+        transaction conditioned on ``table``'s versions (``adopt.py``). Returns whether it did."""
+        return await adopt(self.db, table, rows)
 
     async def replay(self, table_id: str, key: str, version: int, sha256: str,
                      latest_table_version: int | None) -> CommitRow | None:

@@ -22,6 +22,7 @@ BY_CLASS: dict[type[e.CommitOwnerError], tuple[int, str]] = {
     e.CommitVersionConflictError: (409, "CommitVersionConflictException"),
     e.OwnershipProposalLostError: (409, "CommitVersionConflictException"),
     e.TooManyUnbackfilledCommitsError: (429, "ResourceExhaustedException"),
+    e.LogAheadOfStoreError: (503, "InternalServerErrorException"),
     e.InvalidCommitError: (400, "InvalidParameterValueException"),
     e.IdempotencyKeyReusedError: (400, "InvalidParameterValueException"),
     e.TableNotAcceptingCommitsError: (400, "InvalidParameterValueException"),

@@ -25,6 +25,7 @@ BY_CLASS: dict[type[e.CommitOwnerError], tuple[int, str]] = {
     e.ForeignCommitFileError: (400, "FAILED_PRECONDITION"),
     e.CommitFailedError: (409, "ABORTED"),
     e.TooManyUnbackfilledCommitsError: (429, "RESOURCE_EXHAUSTED"),
+    e.LogAheadOfStoreError: (503, "UNAVAILABLE"),
     e.TableNotFoundError: (404, "TABLE_NOT_FOUND"),
     e.NotFoundError: (404, "NOT_FOUND"),
     e.TableAlreadyExistsError: (409, "ALREADY_EXISTS"),
