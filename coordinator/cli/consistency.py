@@ -10,7 +10,6 @@ from typing import Any
 
 import click
 
-from coordinator.cli.human import cell
 from coordinator.cli.options import load_settings, settings_options
 
 _DIRECT = ("database_url", "s3_endpoint_url", "s3_region", "s3_access_key_id", "s3_secret_access_key",
@@ -77,8 +76,8 @@ def tables_reconcile(table: str, as_json: bool, config: str | None, **overrides:
         click.echo(json.dumps(out, indent=2))
         return
     click.echo(f"reconciled {out['location']}: adopted versions {out['adoptedFrom']}..{out['adoptedThrough']} "
-               f"({out['adopted']}; {cell(out['stagedCopiesWritten'])} staged copies written); latest and published "
-               f"version now {out['latestVersion']}")
+               f"({out['adopted']} version(s), {out['stagedCopiesWritten']} staged copies written); latest and "
+               f"published version now {out['latestVersion']}")
 
 
 __all__ = ["store", "tables_reconcile"]

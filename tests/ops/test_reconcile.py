@@ -244,3 +244,48 @@ def test_store_check_reports_a_changed_staged_file_and_a_missing_published_one(s
     assert res.returncode == 1
     assert "MISMATCH (2)" in res.stdout and "staged-differs v2" in res.stdout and "published-missing v3" in res.stdout
     assert files_of(b, loc) == snapshot
+
+
+# -- every API goes through the one check ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("api", ["unity-catalog", "delta-rest"])
+def test_the_catalog_apis_refuse_a_published_version_until_reconciled(request: pytest.FixtureRequest, api: str) -> None:
+    """A catalog-managed table whose <1>.json is published although the store records version 0 (the restore of a
+    store backed up before version 1): the Unity Catalog preview commit and the Delta REST add-commit are refused
+    with their API's 503, nothing ratified; reconcile adopts <1>.json (writing it a staged copy in
+    _staged_commits, since no staged file there holds its bytes), and the next version is taken."""
+    from tests.delta.conftest import V1Writer
+    from tests.unity.conftest import Writer, picture
+
+    b = make_backend(request, "sqlite", "local", f"reconcile-{api}-{uuid.uuid4().hex[:6]}")
+    svc = Service(b).start()
+    try:
+        w = (Writer if api == "unity-catalog" else V1Writer)(svc).names()
+        w.create()
+        published = ndjson(actions(1))
+        b.write(delta_file(w.location, 1), published)
+        before = picture(svc, w.location)
+        status, payload, name = w.commit(1)
+        assert status == 503, payload
+        if api == "unity-catalog":
+            assert payload["error_code"] == "UNAVAILABLE"
+            assert f"commit-owner tables reconcile {w.table_id}" in payload["message"]
+        else:
+            assert payload["error"]["type"] == "InternalServerErrorException"
+            assert f"commit-owner tables reconcile {w.table_id}" in payload["error"]["message"]
+        b.remove(f"{w.location}/_delta_log/_staged_commits/{name}")  # the refused writer's own staged file
+        assert picture(svc, w.location) == before
+
+        res = cli("tables", "reconcile", w.table_id, "--json", env=env_of(b))
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
+        assert (out["adoptedFrom"], out["adoptedThrough"], out["stagedCopiesWritten"]) == (1, 1, 1)
+        _, rows = db_state(b.database_url, w.table_id)
+        [(version, file_name, sha, backfilled_at)] = rows
+        assert (version, sha) == (1, hashlib.sha256(published).hexdigest()) and backfilled_at is not None
+        assert b.read(f"{w.location}/_delta_log/_staged_commits/{file_name}") == published
+        status, payload, _ = w.commit(2)
+        assert status == 200, payload
+        assert [r[0] for r in db_state(b.database_url, w.table_id)[1]] == [1, 2]
+    finally:
+        svc.stop()
