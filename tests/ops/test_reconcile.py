@@ -289,3 +289,23 @@ def test_the_catalog_apis_refuse_a_published_version_until_reconciled(request: p
         assert [r[0] for r in db_state(b.database_url, w.table_id)[1]] == [1, 2]
     finally:
         svc.stop()
+
+
+def test_store_check_counts_files_log_cleanup_removed_below_a_checkpoint_as_cleaned(stopped_table: Any) -> None:
+    """Log cleanup (coordinator/ops/logcleanup.py) deletes <v>.json and the staged files of versions below a complete
+    checkpoint: no mismatch there, and every file from the checkpoint on is still required."""
+    b, table_id, loc = stopped_table
+    _, rows = db_state(b.database_url, table_id)
+    b.write(f"{loc}/_delta_log/{2:020d}.checkpoint.parquet", b"PAR1")  # (only its name counts here)
+    for v in (0, 1):
+        b.remove(delta_file(loc, v))
+    b.remove(f"{loc}/_delta_log/_commits/{rows[0][1]}")  # version 1's staged file
+    res = cli("store", "check", "--table", table_id, "--json", env=env_of(b))
+    assert res.returncode == 0, res.stdout + res.stderr
+    [t] = json.loads(res.stdout)["tables"]
+    assert (t["ok"], t["cleanedBelow"], t["cleanedFiles"]) == (True, 2, 2)
+    b.remove(delta_file(loc, 2))  # the checkpoint's own version is never cleaned up
+    res = cli("store", "check", "--table", table_id, "--json", env=env_of(b))
+    assert res.returncode == 1
+    [t] = json.loads(res.stdout)["tables"]
+    assert [(p["kind"], p["version"]) for p in t["problems"]] == [("published-missing", 2)]
