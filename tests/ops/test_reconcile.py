@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -243,6 +244,7 @@ def test_store_check_reports_a_changed_staged_file_and_a_missing_published_one(s
     res = cli("store", "check", "--table", table_id, env=env_of(b))
     assert res.returncode == 1
     assert "MISMATCH (2)" in res.stdout and "staged-differs v2" in res.stdout and "published-missing v3" in res.stdout
+    assert re.search(r"\b(None|True|False)\b", res.stdout) is None, res.stdout
     assert files_of(b, loc) == snapshot
 
 
