@@ -19,6 +19,7 @@ from coordinator.cli.exit_codes import ConfigError, OwnerGroup
 from coordinator.cli.ops import MAINTENANCE_COMMANDS, TABLE_COMMANDS, config
 from coordinator.cli.options import load_settings, settings_options
 from coordinator.cli.staging import staging
+from coordinator.cli.store import store
 from coordinator.cli.tokens import tokens
 
 
@@ -297,6 +298,7 @@ for _command in MAINTENANCE_COMMANDS:  # `maintain`, `vacuum`, `optimize` (docs/
 main.add_command(tokens)  # security: `commit-owner tokens ...`
 main.add_command(staging)  # `commit-owner staging list|clean` (coordinator/ops/staging.py)
 main.add_command(bench)  # performance: `commit-owner bench`, docs/benchmarks.md
+main.add_command(store)  # `commit-owner store backup|restore` (coordinator/store/backup.py)
 
 
 if __name__ == "__main__":
