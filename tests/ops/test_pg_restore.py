@@ -1,24 +1,30 @@
-"""A PostgreSQL store backed up with pg_dump while a service serves it, restored with pg_restore into a new
-database, and served from there: every ratified commit, then the next one (docs/runbook.md, "Backup and
-restore", the way for small installs)."""
+"""A PostgreSQL store backed up while a service serves it and restored (docs/runbook.md, "Backup and restore"):
+with pg_dump / pg_restore into a new database (small installs), and with a base backup and archived WAL to a
+point in time; a service on the restored store serves every commit ratified before the backup's moment, then the
+next one."""
 
 from __future__ import annotations
 
 import hashlib
+import os
+import pwd
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psycopg
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from client.contract.layout import delta_file
 from coordinator.store.engine import sync_url
+from harness.pgcluster import PgCluster, missing_tools
 from tests.conftest import make_backend
 from tests.ops.test_cli import cli
-from tests.support import Backend, Service, actions, create_owned_table
+from tests.support import Backend, Service, actions, create_owned_table, migrate
 
 pytestmark = pytest.mark.postgres
 
@@ -104,3 +110,83 @@ def test_a_pg_dump_of_a_served_store_restores_into_a_new_database_that_serves_ev
         assert {v: hashlib.sha256((log / f"{v:020}.json").read_bytes()).hexdigest() for v in range(1, 14)} == recorded
     finally:
         svc.stop()
+
+
+@pytest.mark.slow
+def test_a_base_backup_and_archived_wal_recover_the_store_to_a_point_in_time(tmp_path: Path) -> None:
+    """pg_basebackup + WAL archiving (docs/runbook.md): a cluster of its own archives its WAL; a base backup is taken
+    while the service commits; the cluster is lost after more commits; a new cluster from the base backup replays
+    the archive up to a moment between two commits, and a service on it serves the store as of that moment."""
+    why = missing_tools()
+    if why:
+        print(f"\n!!! cannot start a throwaway PostgreSQL cluster ({why}): the PITR test is SKIPPED !!!\n",
+              file=sys.stderr)
+        pytest.skip(why)
+    tools = pg_tools()
+    postgres = pwd.getpwnam("postgres")
+
+    def for_postgres(path: Path) -> None:  # the server runs as that OS user (harness/pgcluster.py)
+        if os.geteuid() == 0:
+            os.chown(path, postgres.pw_uid, postgres.pw_gid)
+
+    pg = PgCluster().init()
+    archive = pg.root / "wal-archive"
+    archive.mkdir()
+    for_postgres(archive)
+    with (pg.data / "postgresql.conf").open("a") as conf:  # as docs/runbook.md says
+        conf.write(f"wal_level = replica\narchive_mode = on\n"
+                   f"archive_command = 'test ! -f {archive}/%f && cp %p {archive}/%f'\n")
+    pg.start()
+    recovered = PgCluster()
+    for_postgres(recovered.root)
+    try:
+        url = pg.create_database("commit_owner")
+        migrate(url)
+        backend = Backend(name="pitr", database_url=url, storage="local", tmp=tmp_path)
+        svc = Service(backend, extra_env={"COMMIT_OWNER_BACKFILL": "false"}).start()
+        try:
+            client = svc.client()
+            table, _ = create_owned_table(svc)
+            for v in range(1, 6):
+                client.commit(table, v, actions())
+            base = recovered.root / "data"
+            pg._run(tools / "pg_basebackup", "--pgdata", str(base), "--wal-method=stream", "--checkpoint=fast",
+                    "-h", "127.0.0.1", "-p", str(pg.port), "-U", "postgres")  # while the service serves
+            for v in range(6, 11):
+                client.commit(table, v, actions())
+            with psycopg.connect(libpq(url), autocommit=True) as conn:
+                [(target,)] = conn.execute("SELECT clock_timestamp()::text").fetchall()
+            time.sleep(0.2)
+            for v in range(11, 16):
+                client.commit(table, v, actions())
+            files = [c.file_name for c in client.get_commits(table).commits]
+        finally:
+            svc.stop()
+        with psycopg.connect(libpq(url), autocommit=True) as conn:
+            [(segment,)] = conn.execute("SELECT pg_walfile_name(pg_switch_wal())").fetchall()
+        deadline = time.monotonic() + 60
+        while not (archive / segment).exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (archive / segment).exists(), "the last WAL segment was never archived"
+        pg.stop("immediate")  # the cluster is lost
+
+        with (base / "postgresql.auto.conf").open("a") as conf:
+            conf.write(f"restore_command = 'cp {archive}/%f %p'\nrecovery_target_time = '{target}'\n"
+                       "recovery_target_action = 'promote'\narchive_mode = off\n")
+        (base / "recovery.signal").touch()
+        for_postgres(base / "recovery.signal")
+        recovered.start()
+        recovered_url = f"postgresql+psycopg://postgres@127.0.0.1:{recovered.port}/commit_owner"
+        svc = Service(Backend(name="pitr-recovered", database_url=recovered_url, storage="local", tmp=tmp_path),
+                      extra_env={"COMMIT_OWNER_BACKFILL": "false"}).start()
+        try:
+            client = svc.client()
+            page = client.get_commits(table)
+            assert (page.latest_table_version, [c.version for c in page.commits]) == (10, list(range(1, 11)))
+            assert [c.file_name for c in page.commits] == files[:10]
+            assert client.commit(table, 11, actions()).version == 11
+        finally:
+            svc.stop()
+    finally:
+        recovered.destroy()
+        pg.destroy()
