@@ -5,6 +5,7 @@ PostgreSQL's own tools (docs/runbook.md, "Backup and restore")."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -67,12 +68,12 @@ def store_restore(path: str, as_json: bool, config: str | None, **overrides: Any
     settings = load_settings(config, **overrides)
     out = restore_store(settings.database_url, path)
     if as_json:
-        click.echo(json.dumps({"restored": out.restored.as_dict(), "from": path,
+        click.echo(json.dumps({"restored": out.restored.as_dict(), "from": str(Path(path).resolve()),
                                "replaced": out.replaced.as_dict() if out.replaced else None,
                                "keptAt": out.kept_at, "migrateNeeded": out.migrate_needed, "next": AFTER_RESTORE},
                               indent=2))
         return
-    click.echo(f"restored {out.restored.path} from {path}: {_figures(out.restored)}; integrity ok")
+    click.echo(f"restored {out.restored.path} from {Path(path).resolve()}: {_figures(out.restored)}; integrity ok")
     if out.replaced is not None:
         click.echo(f"the store it replaced is kept at {out.kept_at}: {_figures(out.replaced)}")
     else:

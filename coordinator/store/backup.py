@@ -64,7 +64,7 @@ def backup_store(database_url: str, path: str | Path) -> Contents:
     """
     store = _sqlite_store(database_url)
     if not store.is_file():
-        raise InvalidArgumentError(f"no SQLite store at {store.resolve()}: check the database URL; nothing written")
+        raise InvalidArgumentError(f"no SQLite store at {store}: check the database URL; nothing written")
     target = Path(path)
     _refuse_taken(target)
     partial = target.with_name(f".{target.name}.partial-{uuid.uuid4().hex[:8]}")
@@ -101,17 +101,17 @@ def restore_store(database_url: str, path: str | Path, *, now: float | None = No
     folder missing; the store open in another process (a `serve`, a `backfill-worker`, any command using it).
     """
     store = _sqlite_store(database_url)
-    backup = Path(path)
+    backup = Path(path).resolve()
     if not backup.is_file():
         raise InvalidArgumentError(f"no backup file at {backup}: nothing changed")
-    if store.exists() and store.resolve() == backup.resolve():
+    if store.exists() and store == backup:
         raise InvalidArgumentError(f"{backup} is the store itself: nothing to restore")
-    if not store.resolve().parent.is_dir():
-        raise InvalidArgumentError(f"the folder {store.resolve().parent} of the store does not exist (check the "
+    if not store.parent.is_dir():
+        raise InvalidArgumentError(f"the folder {store.parent} of the store does not exist (check the "
                                    "database URL): nothing changed")
     existed = store.exists()
     if existed and not store.is_file():
-        raise InvalidArgumentError(f"{store.resolve()} is not a file: check the database URL; nothing changed")
+        raise InvalidArgumentError(f"{store} is not a file: check the database URL; nothing changed")
     with _connection(backup, read_only=True) as source:
         restored = _check_backup(source, backup)
         aside = store.with_name(f"{store.name}.before-restore-{_stamp(now)}") if existed else None
@@ -142,7 +142,7 @@ def restore_store(database_url: str, path: str | Path, *, now: float | None = No
                     _remove(store)
             raise
     _sync(store)
-    _sync(store.resolve().parent)
+    _sync(store.parent)
     return Restored(after, replaced, str(aside) if aside else None, migrate_needed=restored.revision != head_revision())
 
 
@@ -154,7 +154,7 @@ def _sqlite_store(database_url: str) -> Path:
         if database_url.startswith("sqlite"):
             raise InvalidArgumentError("an in-memory SQLite database has nothing to back up or restore")
         raise InvalidArgumentError(POSTGRESQL_WAY)
-    return path
+    return path.resolve()  # relative to the working folder, as SQLite reads it; named in full in every message
 
 
 def _refuse_taken(target: Path) -> None:
@@ -190,8 +190,9 @@ def _exclusive(store: Path) -> Iterator[sqlite3.Connection]:
             if "locked" not in str(e):
                 raise InvalidArgumentError(f"{store} cannot be used as a store ({e}): nothing changed") from None
             raise InvalidArgumentError(
-                f"the store {store} is open in another process (a `commit-owner serve`, a backfill-worker or "
-                f"another command; `fuser {store}` names them): stop them, then restore; nothing changed") from None
+                f"the store {store} is open in another process (a `commit-owner serve`, a backfill-worker "
+                f"or another command; `fuser {store}` names them): stop them, then restore; nothing changed"
+            ) from None
         except sqlite3.DatabaseError as e:
             raise InvalidArgumentError(f"{store} is not a SQLite store ({e}): nothing changed") from None
         yield conn

@@ -133,8 +133,8 @@ def test_a_restore_is_refused_while_the_service_serves_the_store(store: Backend)
         res = cli("store", "restore", str(backup), "--database-url", store.database_url)
         assert res.returncode == 1 and res.stdout == ""
         assert res.stderr == (f"error: the store {db_path(store)} is open in another process (a `commit-owner serve`, "
-                              "a backfill-worker or another command; `fuser "
-                              f"{db_path(store)}` names them): stop them, then restore; nothing changed\n")
+                              f"a backfill-worker or another command; `fuser {db_path(store)}` names them): stop "
+                              "them, then restore; nothing changed\n")
         assert fingerprint(db_path(store)) == before  # the store's bytes, its -wal, and no file set aside
         assert client.get_table(table_id).latest_table_version == 4
         assert client.commit(table_id, 5, actions()).version == 5  # the service never noticed
