@@ -143,6 +143,8 @@ def test_a_restore_is_refused_while_the_service_serves_the_store(store: Backend)
 
 
 def test_after_a_stop_the_restored_store_is_served_at_the_backups_latest_version(store: Backend) -> None:
+    """The harder stop: SIGKILL, so the last commits are still in the store's -wal when the restore opens it; the
+    store set aside has them all."""
     svc = Service(store, extra_env={"COMMIT_OWNER_BACKFILL": "false"}).start()
     try:
         table_id, _ = create_owned_table(svc)
@@ -155,8 +157,9 @@ def test_after_a_stop_the_restored_store_is_served_at_the_backups_latest_version
         for v in range(6, 10):
             client.commit(table_id, v, actions())
     finally:
-        svc.stop()
+        svc.kill()
     live = db_path(store)
+    assert Path(f"{live}-wal").stat().st_size > 0  # commits not yet checkpointed into the store's file
     stopped = fingerprint(live)
 
     res = cli("store", "restore", str(backup), "--database-url", store.database_url)
@@ -170,6 +173,7 @@ def test_after_a_stop_the_restored_store_is_served_at_the_backups_latest_version
     assert rows(aside, "PRAGMA integrity_check") == [("ok",)]
     assert rows(aside, "SELECT max(version), count(*) FROM commits") == [(9, 9)]  # what the store held, WAL and all
     assert stopped[live.name] != fingerprint(live)[live.name]
+    assert not Path(f"{live}-wal").exists()  # the replaced store's WAL went into the copy set aside, not onto the backup
 
     svc = Service(store, extra_env={"COMMIT_OWNER_BACKFILL": "false"}).start()
     try:
