@@ -119,6 +119,7 @@ def restore_store(database_url: str, path: str | Path, *, now: float | None = No
         made_aside = swapped = False
         try:
             with _exclusive(store) as live:
+                _same_page_size(source, live, backup, store)
                 if aside is not None:
                     _refuse_taken(aside)
                     made_aside = True
@@ -127,12 +128,14 @@ def restore_store(database_url: str, path: str | Path, *, now: float | None = No
                         replaced = _self_contained(copy, aside)
                     _same_mode(store, aside)
                     _sync(aside)
-                # One write transaction on the store's file, in rollback-journal mode, where the backup may bring its
-                # own page size; the service's first connection puts it back in WAL mode (engine._sqlite_pragmas).
-                live.execute("PRAGMA journal_mode=DELETE").fetchall()
+                # One write transaction on the store's file, in WAL mode as the service keeps it (a new file too);
+                # with this connection's exclusive lock the WAL's index is in its memory, and the WAL is folded into
+                # the file and removed when it closes: nothing is left beside the store.
+                live.execute("PRAGMA journal_mode=WAL").fetchall()
                 source.backup(live)
                 swapped = True
                 _check(live, store)
+                live.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()  # into the file, for its size below
                 after = _counted(live, store, restored.revision)
         except BaseException:
             if not swapped:  # nothing changed: take back what this attempt made
@@ -226,6 +229,16 @@ def _check_backup(conn: sqlite3.Connection, path: Path) -> Contents:
     revision = _revision_of(conn, path)
     _check(conn, path)
     return _counted(conn, path, revision)
+
+
+def _same_page_size(source: sqlite3.Connection, live: sqlite3.Connection, backup: Path, store: Path) -> None:
+    """SQLite copies into a database in WAL mode only pages of its own size (every store here has SQLite's default:
+    only a file made otherwise differs)."""
+    want = int(source.execute("PRAGMA page_size").fetchone()[0])
+    have = int(live.execute("PRAGMA page_size").fetchone()[0])
+    if have != want:
+        raise InvalidArgumentError(f"{backup} has pages of {want} bytes, the store {store} of {have}: SQLite cannot "
+                                   "copy one into the other; nothing changed")
 
 
 def _check(conn: sqlite3.Connection, path: Path) -> None:
