@@ -26,14 +26,13 @@ import datetime
 import os
 import sqlite3
 import stat
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from client.contract.errors import InvalidArgumentError
+from client.contract.errors import InvalidArgumentError, UnavailableError
 from coordinator.store.engine import head_revision, known_revision, sqlite_file
 from coordinator.store.schema import commits, owned_tables
 
@@ -60,8 +59,14 @@ def backup_store(database_url: str, path: str | Path) -> Contents:
     """Copy the SQLite store of ``database_url`` to the new file ``path``; the copy's contents.
 
     Raises InvalidArgumentError (a PostgreSQL URL, no store file, ``path`` exists or its folder does not, the
-    database is not a store) and sqlite3 errors (the store unreadable); nothing is left at ``path`` then.
+    database is not a store) and UnavailableError (SQLite could not read or write: a lock held past the busy
+    timeout, a full disk); nothing is left at ``path`` then.
     """
+    with _translated():
+        return _backup(database_url, path)
+
+
+def _backup(database_url: str, path: str | Path) -> Contents:
     store = _sqlite_store(database_url)
     if not store.is_file():
         raise InvalidArgumentError(f"no SQLite store at {store}: check the database URL; nothing written")
@@ -93,13 +98,19 @@ class Restored:
     migrate_needed: bool  # the backup's schema is older than this build's
 
 
-def restore_store(database_url: str, path: str | Path, *, now: float | None = None) -> Restored:
+def restore_store(database_url: str, path: str | Path) -> Restored:
     """Put the backup ``path`` in place of the SQLite store of ``database_url``.
 
     Raises InvalidArgumentError, changing nothing: a PostgreSQL URL; ``path`` missing, the store itself, not a
     SQLite file, damaged, or not a store of this project (of a migration this build does not know); the store's
     folder missing; the store open in another process (a `serve`, a `backfill-worker`, any command using it).
+    UnavailableError when SQLite cannot read or write a file (permissions, a full disk).
     """
+    with _translated():
+        return _restore(database_url, path)
+
+
+def _restore(database_url: str, path: str | Path) -> Restored:
     store = _sqlite_store(database_url)
     backup = Path(path).resolve()
     if not backup.is_file():
@@ -114,7 +125,7 @@ def restore_store(database_url: str, path: str | Path, *, now: float | None = No
         raise InvalidArgumentError(f"{store} is not a file: check the database URL; nothing changed")
     with _connection(backup, read_only=True) as source:
         restored = _check_backup(source, backup)
-        aside = store.with_name(f"{store.name}.before-restore-{_stamp(now)}") if existed else None
+        aside = store.with_name(f"{store.name}.before-restore-{_stamp()}") if existed else None
         replaced = None
         made_aside = swapped = False
         try:
@@ -217,7 +228,11 @@ def _revision_of(conn: sqlite3.Connection, path: Path) -> str:
 def _revision_or_none(conn: sqlite3.Connection) -> str | None:
     try:
         rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
-    except sqlite3.DatabaseError:  # no such table; not a database at all
+    except sqlite3.OperationalError as e:  # a missing table is an answer; a lock or an I/O error is not
+        if "no such table" in str(e):
+            return None
+        raise
+    except sqlite3.DatabaseError:  # not a database at all
         return None
     return str(rows[0][0]) if len(rows) == 1 else None
 
@@ -284,6 +299,14 @@ def _sync(path: Path) -> None:
         os.close(fd)
 
 
-def _stamp(now: float | None) -> str:
-    when = datetime.datetime.fromtimestamp(time.time() if now is None else now, datetime.UTC)
-    return when.strftime("%Y%m%dT%H%M%SZ")
+def _stamp() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
+
+
+@contextlib.contextmanager
+def _translated() -> Iterator[None]:
+    """SQLite's own errors left over (the judged ones are InvalidArgumentError already) into the family's."""
+    try:
+        yield
+    except sqlite3.Error as e:
+        raise UnavailableError(f"cannot use the database: {e}") from e

@@ -269,3 +269,17 @@ def test_a_restore_onto_a_path_without_a_store_makes_it(store: Backend, tmp_path
     [aside] = [p.name for p in fresh.parent.iterdir() if p.name not in ("owner.db", "owner.db-shm")]
     assert aside.startswith("owner.db.before-restore-")  # no -journal, no -wal
     assert rows(fresh, "PRAGMA integrity_check") == [("ok",)]
+
+
+def test_a_backup_while_a_restore_holds_the_store_exits_2_and_leaves_nothing(store: Backend, tmp_path: Path) -> None:
+    """SQLite's own errors come out as the family's: one line, the database's exit code, no traceback."""
+    holder = sqlite3.connect(db_path(store), isolation_level=None, timeout=0)
+    try:
+        holder.execute("PRAGMA locking_mode=EXCLUSIVE")  # as `store restore` holds it
+        holder.execute("BEGIN EXCLUSIVE")
+        holder.execute("COMMIT")
+        res = cli("store", "backup", str(tmp_path / "b.db"), "--database-url", store.database_url)
+    finally:
+        holder.close()
+    assert (res.returncode, res.stdout, res.stderr) == (2, "", "error: cannot use the database: database is locked\n")
+    assert list(tmp_path.iterdir()) == []
