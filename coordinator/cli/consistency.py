@@ -1,5 +1,6 @@
-"""`commit-owner store check` and `commit-owner tables reconcile`: the store against the log, and a restored store
-brought up to the log (coordinator/ops/store_check.py, coordinator/ops/reconcile.py; docs/runbook.md)."""
+"""`commit-owner store check` (a command of the `store` group of coordinator/cli/store.py) and `commit-owner
+tables reconcile`: the store against the log, and a restored store brought up to the log
+(coordinator/ops/store_check.py, coordinator/ops/reconcile.py; docs/runbook.md)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,7 @@ _DIRECT = ("database_url", "s3_endpoint_url", "s3_region", "s3_access_key_id", "
            "request_timeout_seconds")
 
 
-@click.group("store")
-def store() -> None:
-    """The ownership store as a whole: compare it with the tables' logs."""
-
-
-@store.command("check")
+@click.command("check")
 @click.option("--table", "table", default=None, help="Only this table (id, catalog.schema.table or location).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.option("--config", type=click.Path(dir_okay=False), default=None, help="TOML file with settings.")
@@ -80,4 +76,4 @@ def tables_reconcile(table: str, as_json: bool, config: str | None, **overrides:
                f"published version now {out['latestVersion']}")
 
 
-__all__ = ["store", "tables_reconcile"]
+__all__ = ["store_check", "tables_reconcile"]

@@ -15,11 +15,12 @@ from typing import Any
 import click
 
 from coordinator.cli.bench import bench
-from coordinator.cli.consistency import store, tables_reconcile
+from coordinator.cli.consistency import store_check, tables_reconcile
 from coordinator.cli.exit_codes import ConfigError, OwnerGroup
 from coordinator.cli.ops import MAINTENANCE_COMMANDS, TABLE_COMMANDS, config
 from coordinator.cli.options import load_settings, settings_options
 from coordinator.cli.staging import staging
+from coordinator.cli.store import store
 from coordinator.cli.tokens import tokens
 
 
@@ -310,12 +311,13 @@ main.add_command(config)  # operations: `config show|docs`
 for _command in TABLE_COMMANDS:  # `tables create|forget|unfence|release`
     tables.add_command(_command)
 tables.add_command(tables_reconcile)  # `tables reconcile` (a restored store, coordinator/ops/reconcile.py)
-main.add_command(store)  # `store check` (coordinator/ops/store_check.py)
+store.add_command(store_check)  # `store check` (coordinator/ops/store_check.py)
 for _command in MAINTENANCE_COMMANDS:  # `maintain`, `vacuum`, `optimize` (docs/maintenance.md)
     main.add_command(_command)
 main.add_command(tokens)  # security: `commit-owner tokens ...`
 main.add_command(staging)  # `commit-owner staging list|clean` (coordinator/ops/staging.py)
 main.add_command(bench)  # performance: `commit-owner bench`, docs/benchmarks.md
+main.add_command(store)  # `commit-owner store backup|restore|check` (coordinator/store/backup.py, ops/store_check.py)
 
 
 if __name__ == "__main__":

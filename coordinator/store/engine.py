@@ -12,8 +12,9 @@ import contextlib
 import logging
 import os
 import socket
+import sqlite3
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -305,6 +306,11 @@ def head_revision() -> str:
     return head
 
 
+def known_revision(revision: str) -> bool:
+    """Whether ``revision`` names one of this build's migrations, exactly (Alembic would also take a prefix)."""
+    return revision in known_revisions()
+
+
 async def current_revision(engine: AsyncEngine) -> str | None:
     async with engine.connect() as conn:
         try:
@@ -383,9 +389,32 @@ async def open_engine(database_url: str, *, pool_size: int = 2, timeout: float =
         if on_create is not None:
             on_create(engine)
         await check_schema(engine)
-        yield engine
+        with kept_open(database_url, timeout=timeout):
+            yield engine
     finally:
         await engine.dispose()
+
+
+@contextlib.contextmanager
+def kept_open(database_url: str, *, timeout: float = 30.0) -> Iterator[None]:
+    """Keep a SQLite store open for as long as this process uses it (nothing for PostgreSQL).
+
+    A connection to a database in WAL mode holds a shared lock on its file from its first read until it closes,
+    whether or not a transaction is open: this one makes that lock last as long as the engine, whatever its pool
+    does meanwhile. It is how `store restore` knows that a process is using the store (store/backup.py): it needs
+    the file's exclusive lock, which no process gets while another holds this one. No transaction stays open, so
+    checkpoints are not held back.
+    """
+    path = sqlite_file(database_url)
+    if path is None:
+        yield
+        return
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchall()  # the first read: the shared lock
+        yield
+    finally:
+        conn.close()
 
 
 async def check_database(settings: Any) -> None:
