@@ -263,6 +263,21 @@ TABLE_COMMANDS = (tables_create, tables_release, tables_forget, tables_unfence)
 _DIRECT = ("database_url", *_S3, "request_timeout_seconds")
 
 
+def _maintenance_settings(what: str, config: str | None, overrides: dict[str, Any]) -> Settings:
+    """The settings of a maintenance command that needs pyarrow (checked first, so a missing install is one
+    clear line, not a traceback), with logging set up."""
+    from coordinator.runtime.logs import setup_logging
+
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        raise click.UsageError(f"commit-owner {what} and needs pyarrow: "
+                               "from a clone, .venv/bin/pip install -e '.[maintain]'") from None
+    settings = load_settings(config, **overrides)
+    setup_logging(settings.log_level, settings.log_format)
+    return settings
+
+
 @click.command("maintain")
 @click.argument("tables", nargs=-1)
 @click.option("--every", type=click.FloatRange(min=0, min_open=True), default=None, metavar="SECONDS",
@@ -298,15 +313,8 @@ def maintain(tables: tuple[str, ...], every: float | None, metrics_file: str | N
 
     from coordinator.cli.human import cell
     from coordinator.ops.maintain import run_maintain
-    from coordinator.runtime.logs import setup_logging
 
-    try:
-        import pyarrow  # noqa: F401 - checked here so a missing install is one clear line, not a traceback
-    except ImportError:
-        raise click.UsageError("commit-owner maintain writes Parquet checkpoints and needs pyarrow: "
-                               "from a clone, .venv/bin/pip install -e '.[maintain]'") from None
-    settings = load_settings(config, **overrides)
-    setup_logging(settings.log_level, settings.log_format)
+    settings = _maintenance_settings("maintain writes Parquet checkpoints", config, overrides)
     out = asyncio.run(run_maintain(settings, tables, every=every, metrics_file=metrics_file, cleanup=log_cleanup,
                                    cleanup_dry_run=log_cleanup_dry_run, policy=policy))
     if as_json:
@@ -398,15 +406,8 @@ def optimize(table: str, target_size: int | None, min_files: int | None, dry_run
     import json
 
     from coordinator.ops.optimize import run_optimize
-    from coordinator.runtime.logs import setup_logging
 
-    try:
-        import pyarrow  # noqa: F401 - checked here so a missing install is one clear line, not a traceback
-    except ImportError:
-        raise click.UsageError("commit-owner optimize rewrites Parquet files and needs pyarrow: "
-                               "from a clone, .venv/bin/pip install -e '.[maintain]'") from None
-    settings = load_settings(config, **overrides)
-    setup_logging(settings.log_level, settings.log_format)
+    settings = _maintenance_settings("optimize rewrites Parquet files", config, overrides)
     out = asyncio.run(run_optimize(settings, table, target_size=target_size, min_files=min_files, dry_run=dry_run,
                                    metrics_file=metrics_file))
     if as_json:
