@@ -48,7 +48,7 @@ def served_owner(cli: str, tables: int, settings: dict[str, str] | None = None) 
            **(settings or {})}
     proc = None
     try:
-        subprocess.run([cli, "migrate"], env=env, check=True, capture_output=True)
+        subprocess.run([cli, "migrate", "--create"], env=env, check=True, capture_output=True)
         with open(work / "service.log", "wb") as log:
             proc = subprocess.Popen([cli, "serve"], env=env, stdout=log, stderr=subprocess.STDOUT)
         endpoint = f"http://127.0.0.1:{env['COMMIT_OWNER_PORT']}"

@@ -70,6 +70,11 @@ class LogAhead:
                 raise refusal(again, row.latest_version + 1)
             row = again  # ratified meanwhile by another process: look past its new latest version
 
+    def registered(self, table_id: str) -> None:
+        """``table_id`` was registered by this process, its log checked to hold nothing beyond the version it
+        registered at: no check is needed before its first ratification here."""
+        self._keep(table_id)
+
     def _keep(self, table_id: str) -> None:
         self._verified[table_id] = None
         if len(self._verified) > VERDICTS_KEPT:

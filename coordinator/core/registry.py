@@ -55,11 +55,13 @@ class Registry:
         if name is not None and name.table_id != tid:
             name = dataclasses.replace(name, table_id=tid)
         try:
-            return await self.ctx.store.register(tid, loc, cdir, current_version, name=name, staging_id=staging_id)
+            row = await self.ctx.store.register(tid, loc, cdir, current_version, name=name, staging_id=staging_id)
         except TableAlreadyExistsError:
             if not await clear_dead_proposal(self.ctx.store, storage, loc):
                 raise
-            return await self.ctx.store.register(tid, loc, cdir, current_version, name=name, staging_id=staging_id)
+            row = await self.ctx.store.register(tid, loc, cdir, current_version, name=name, staging_id=staging_id)
+        self.ctx.log_ahead.registered(row.table_id)  # its log was just checked: nothing beyond the registration
+        return row
 
     async def forget_table(self, table_id: str) -> None:
         """Drop a registration whose first commit never landed. Raises TableNotFoundError, OwnershipPublishedError."""
