@@ -136,6 +136,10 @@ def test_scenario_12_counts_the_commits_sent_during_the_pass_and_reports_both_en
     assert "| before | 100 | 100 | 50000 | 100 | 90.00 | 60.00 | 120.00 |" in lines
     assert "| after | 104 | 4 | 2100 | 103 | 90.00 | 60.00 | - |" in lines  # DuckDB skipped: a dash, not a number
     assert "committed as version 102 after 1 lost race(s)" in lines[-1] and "p99 30.00 ms" in lines[-1]
+    c["pass_alone"] = {"filesRemoved": 100, "filesAdded": 1, "seconds": 0.25, "readVersion": 100, "version": 101,
+                       "rebases": 0}
+    assert "no writer beside it, on a second table of the same INSERTs: 100 files into 1 in 0.25 s" in \
+        markdown_lines(c)[-1]
 
 
 def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
@@ -244,7 +248,10 @@ def _assert_scenario_12(report: dict) -> None:
             assert c[when][f"{engine} scan p50_ms"] == row["p50_ms"]
     assert _row(report, "12. compaction: open only before", "delta-rs")["ops"] == 5
     assert _row(report, "12. compaction: 100 single-row INSERTs")["ops"] == 100
-    assert _row(report, "12. compaction: the pass")["ops"] == 1
+    assert _row(report, "12. compaction: the pass, a writer beside it")["ops"] == 1
+    alone = c["pass_alone"]  # the same pass on a second table of 100 INSERTs, nobody else committing
+    assert alone["filesRemoved"] == 100 and alone["version"] == 101 and alone["rebases"] == 0, alone
+    assert _row(report, "12. compaction: the pass, no writer")["p50_ms"] > 0
     during = _row(report, "12. compaction: a writer's commits during the pass")
     assert during["ops"] == w["during_pass"] <= w["commits"] and during["failures"] == 0, during
     if during["ops"]:

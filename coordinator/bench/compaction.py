@@ -15,7 +15,8 @@ size and minimum, in a process of its own as the command runs (its pyarrow rewri
 with the writer), which reports when it started and ended. From just before it starts until it has ended, a
 writer commits single-row INSERTs at ``WRITER_RATE`` commits/s; its commits sent inside the pass are what another
 writer saw while the compaction ran (a 409 when the compaction took its version: it rebases, as scenario 2's
-writers do). The compaction rebases onto those appends and still commits, or the bench stops.
+writers do). The compaction rebases onto those appends and still commits, or the bench stops. Then the same pass
+alone, with no writer, on a second table of the same INSERTs: what the writer beside it cost the pass.
 
 Local disk only: on S3 (moto) the pass beside the writer did not end in 10 minutes, its read of the table starting
 over from version 0 whenever a version was published while it read (docs/benchmarks.md, "Compaction (issue 42)").
@@ -156,21 +157,22 @@ async def paced(d: Driver, appends: Appends, done: asyncio.Event) -> None:
 # -- the pass -------------------------------------------------------------------------------------------------
 
 
-async def during_pass(env: BenchEnv, d: Driver, appends: Appends, location: str) -> dict[str, Any]:
-    """``compact`` on the table in a process of its own (``main`` below), the writer committing from the pass's
-    start (the process's first line) until the process ended. Returns the pass's report with ``startedAt`` and
-    ``endedAt`` (epoch seconds). Raises BenchError when it failed."""
+async def compaction_pass(env: BenchEnv, d: Driver, appends: Appends, location: str, *,
+                          writer: bool) -> dict[str, Any]:
+    """``compact`` on the table in a process of its own (``main`` below); with ``writer``, ``appends`` committing
+    from the pass's start (the process's first line) until the process ended. Returns the pass's report with
+    ``startedAt`` and ``endedAt`` (epoch seconds). Raises BenchError when it failed or did not end in time."""
     proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "coordinator.bench.compaction", location,
                                                 env=env.maintenance_env(), stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE)
     assert proc.stdout is not None and proc.stderr is not None
     errors = asyncio.ensure_future(proc.stderr.read())
     done = asyncio.Event()
-    writer = None
+    task = None
     try:
         first = await proc.stdout.readline()
-        if first:
-            writer = asyncio.ensure_future(paced(d, appends, done))
+        if first and writer:
+            task = asyncio.ensure_future(paced(d, appends, done))
         rest = await asyncio.wait_for(proc.stdout.read(), PASS_TIMEOUT)
         await proc.wait()
     except asyncio.TimeoutError:
@@ -181,8 +183,8 @@ async def during_pass(env: BenchEnv, d: Driver, appends: Appends, location: str)
                          f"committed): {(await errors).decode(errors='replace')[-3000:]}") from None
     finally:
         done.set()
-        if writer is not None:
-            await writer
+        if task is not None:
+            await task
     err = (await errors).decode(errors="replace")
     if proc.returncode != 0 or not first:
         raise BenchError(f"scenario 12: the compaction pass failed (exit {proc.returncode}): {err[-3000:]}")
@@ -277,11 +279,13 @@ def measure_table(env: BenchEnv, location: str, want: int, when: str,
     return figures, rows
 
 
-async def run(env: BenchEnv, table_id: str, location: str, inserts: int,
-              say: Callable[[str], None]) -> tuple[dict[str, Any], list[Row], int]:
-    """The whole scenario on the empty owned table ``table_id`` at ``location``. Returns the summary for the
-    report, the rows (scenario, system, sample, extra) in the order measured, and the table's latest version.
-    Raises BenchError when a commit, the pass or a scan went wrong."""
+async def run(env: BenchEnv, tables: tuple[str, str], locations: tuple[str, str], inserts: int,
+              say: Callable[[str], None]) -> tuple[dict[str, Any], list[Row], tuple[int, int]]:
+    """The whole scenario on two empty owned tables (``tables`` at ``locations``): the first scanned before and
+    after the pass beside the writer, the second compacted alone. Returns the summary for the report, the rows
+    (scenario, system, sample, extra) in the order measured, and each table's latest version. Raises BenchError
+    when a commit, a pass or a scan went wrong."""
+    table_id, location = tables[0], locations[0]
     duckdb_why = duckdb_skipped(env)
     if duckdb_why:
         say(f"  scenario 12: DuckDB's scans skipped: {duckdb_why}")
@@ -295,31 +299,41 @@ async def run(env: BenchEnv, table_id: str, location: str, inserts: int,
         rows += measured
         say(f"  scenario 12: the compaction pass, a writer at {WRITER_RATE:g} commits/s beside it ...")
         sent = len(appends.commits)
-        out = await during_pass(env, d, appends, location)
-    passed = out["pass"]
-    latest = appends.rows + 1  # version 0, one per row (each INSERT and append), the compaction's one
-    if passed.get("version") is None:
-        raise BenchError(f"scenario 12: the compaction pass committed nothing: {passed}")
-    window = out["endedAt"] - out["startedAt"]
-    rows.append((scenario("the pass"), "owner", Sample(latencies=[window], elapsed=window), {}))
-    during = appends.sample(out["startedAt"], out["endedAt"])
-    if not during.count:
-        say("  scenario 12: the writer sent no commit during the pass (it was shorter than one pacing interval)")
-    rows.append((scenario("a writer's commits during the pass"), "owner", during,
-                 {"max_ms": _max_ms(during), "rate": WRITER_RATE}))
-    after, measured = await asyncio.to_thread(measure_table, env, location, appends.rows, "after", not duckdb_why)
-    rows += measured
-    if after["version"] != latest:
-        raise BenchError(f"scenario 12: delta-rs read version {after['version']} after the pass, {latest} were "
-                         "committed")
+        out = await compaction_pass(env, d, appends, location, writer=True)
+        latest = appends.rows + 1  # version 0, one per row (each INSERT and append), the compaction's one
+        _committed(out["pass"], "beside the writer")
+        window = out["endedAt"] - out["startedAt"]
+        rows.append((scenario("the pass, a writer beside it"), "owner", Sample(latencies=[window], elapsed=window), {}))
+        during = appends.sample(out["startedAt"], out["endedAt"])
+        if not during.count:
+            say("  scenario 12: the writer sent no commit during the pass (it was shorter than one pacing interval)")
+        rows.append((scenario("a writer's commits during the pass"), "owner", during,
+                     {"max_ms": _max_ms(during), "rate": WRITER_RATE}))
+        after, measured = await asyncio.to_thread(measure_table, env, location, appends.rows, "after", not duckdb_why)
+        rows += measured
+        if after["version"] != latest:
+            raise BenchError(f"scenario 12: delta-rs read version {after['version']} after the pass, {latest} were "
+                             "committed")
+        say("  scenario 12: the same pass with no writer beside it, on a second table ...")
+        alone_appends = Appends(tables[1], OneRowFiles(locations[1], env.fs_options()), known=0)
+        await build(d, alone_appends, inserts)
+        alone = await compaction_pass(env, d, alone_appends, locations[1], writer=False)
+    _committed(alone["pass"], "alone")
+    alone_window = alone["endedAt"] - alone["startedAt"]
+    rows.append((scenario("the pass, no writer"), "owner", Sample(latencies=[alone_window], elapsed=alone_window), {}))
     d50, d99 = during.summary()["p50_ms"], during.summary()["p99_ms"]
     summary = {
-        "inserts": inserts, "before": before, "after": after, "pass": passed,
+        "inserts": inserts, "before": before, "after": after, "pass": out["pass"], "pass_alone": alone["pass"],
         "writer": {"rate": WRITER_RATE, "commits": len(appends.commits) - sent, "during_pass": during.count,
                    "p50_ms": d50, "p99_ms": d99, "max_ms": _max_ms(during), "conflicts": during.conflicts,
                    "inserts_p50_ms": built.summary()["p50_ms"], "inserts_p99_ms": built.summary()["p99_ms"]},
     }
-    return summary, rows, latest
+    return summary, rows, (latest, alone_appends.rows + 1)
+
+
+def _committed(report: dict[str, Any], how: str) -> None:
+    if report.get("version") is None:
+        raise BenchError(f"scenario 12: the compaction pass {how} committed nothing: {report}")
 
 
 def _max_ms(s: Sample) -> float | None:
@@ -349,6 +363,11 @@ def markdown_lines(c: dict[str, Any]) -> list[str]:
                   f"commits sent during the pass, p50 {_ms(w['p50_ms'])} ms, p99 {_ms(w['p99_ms'])} ms, max "
                   f"{_ms(w['max_ms'])} ms, {w['conflicts']} conflict(s) (the INSERTs before it, one writer alone: "
                   f"p50 {_ms(w['inserts_p50_ms'])} ms, p99 {_ms(w['inserts_p99_ms'])} ms)."]
+    a = c.get("pass_alone")
+    if a:
+        lines += ["", f"The same pass with no writer beside it, on a second table of the same INSERTs: {a['filesRemoved']} "
+                      f"files into {a['filesAdded']} in {a['seconds']:.2f} s, read version {a['readVersion']}, "
+                      f"committed as version {a['version']} after {a['rebases']} lost race(s)."]
     return lines
 
 

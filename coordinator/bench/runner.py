@@ -266,11 +266,11 @@ class Bench:
         if why:
             self.say(f"  scenario 12 skipped: {why}")
             return
-        (table,) = self._new_tables(1)
+        first, second = self._new_tables(2)
         with CommitOwnerClient(self.env.endpoint) as c:
-            location = c.get_table(table).location
-        self.compaction, rows, self.checks[table] = await compaction.run(self.env, table, location,
-                                                                         self.opts.compaction_inserts, self.say)
+            locations = (c.get_table(first).location, c.get_table(second).location)
+        self.compaction, rows, (self.checks[first], self.checks[second]) = await compaction.run(
+            self.env, (first, second), locations, self.opts.compaction_inserts, self.say)
         for name, system, sample, extra in rows:
             self._record(name, system, sample, **extra)
 
