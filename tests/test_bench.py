@@ -115,6 +115,33 @@ def test_scenario_8_sends_what_catalog_managed_writers_send() -> None:
     assert "the staged file's write (local disk: no fsync) plus the request" in markdown(report)
 
 
+def test_scenario_12_counts_the_commits_sent_during_the_pass_and_reports_both_engines() -> None:
+    from coordinator.bench.compaction import Appends, markdown_lines
+
+    appends = Appends("t", files=None, known=0)  # type: ignore[arg-type]  # no file is written here
+    appends.commits = [(t, Sample(latencies=[ms / 1000], conflicts=int(ms > 20))) for t, ms in
+                       ((9.5, 4.0), (10.0, 6.0), (10.5, 30.0), (11.0, 8.0), (11.5, 5.0))]
+    during = appends.sample(10.0, 11.0)  # the commits sent at 10.0, 10.5 and 11.0
+    assert during.count == 3 and during.conflicts == 1 and during.elapsed == 1.0
+    assert during.summary()["p50_ms"] == 8.0
+    table = {"version": 100, "files": 100, "bytes": 50_000, "rows": 100, "delta-rs scan p50_ms": 90.0,
+             "delta-rs open p50_ms": 60.0, "duckdb scan p50_ms": 120.0}
+    c = {"inserts": 100, "before": table,
+         "after": {**table, "version": 104, "files": 4, "bytes": 2_100, "rows": 103, "duckdb scan p50_ms": None},
+         "pass": {"filesRemoved": 100, "bytesRemoved": 50_000, "filesAdded": 1, "bytesAdded": 600, "seconds": 0.5,
+                  "readVersion": 100, "version": 102, "rebases": 1, "publishedVersion": 102},
+         "writer": {"rate": 20.0, "during_pass": 3, "p50_ms": 8.0, "p99_ms": 30.0, "max_ms": 30.0, "conflicts": 1,
+                    "inserts_p50_ms": 4.0, "inserts_p99_ms": 6.0}}
+    lines = markdown_lines(c)
+    assert "| before | 100 | 100 | 50000 | 100 | 90.00 | 60.00 | 120.00 |" in lines
+    assert "| after | 104 | 4 | 2100 | 103 | 90.00 | 60.00 | - |" in lines  # DuckDB skipped: a dash, not a number
+    assert "committed as version 102 after 1 lost race(s)" in lines[-1] and "p99 30.00 ms" in lines[-1]
+    c["pass_alone"] = {"filesRemoved": 100, "filesAdded": 1, "seconds": 0.25, "readVersion": 100, "version": 101,
+                       "rebases": 0}
+    assert "no writer beside it, on a second table of the same INSERTs: 100 files into 1 in 0.25 s" in \
+        markdown_lines(c)[-1]
+
+
 def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     """A child that burns CPU raises its parent's tree figure; a finished one stays counted (reaped)."""
     burn = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.4: pass\nimport sys; sys.stdin.read()"
@@ -149,7 +176,8 @@ def test_the_cpu_of_a_process_tree_counts_its_children(tmp_path) -> None:
     (["--duration", "-1"], "must be positive"),
     (["--database", "mysql"], "mysql"),
     (["--workers", "-1"], "--workers"),
-    (["--only", "12"], "scenario numbers are 0 to 11"),
+    (["--only", "13"], "scenario numbers are 0 to 12"),
+    (["--compaction-inserts", "1"], "a compaction needs two files"),
     (["--only", "1,two"], "comma-separated list of scenario numbers"),
     (["--storage", "azure", "--only", "1,5"], "--storage azure runs scenarios 0, 1, 2, 3, 4 only, not 5"),
     (["--storage", "gcs", "--only", "8", "--no-deltars"], "--storage gcs runs scenarios 0, 1, 2, 3, 4 only, not 8"),
@@ -200,6 +228,37 @@ def _assert_scenario_11(report: dict) -> None:
     assert target["measured"] == row["p99_ms"] and target["rule"] == "< 50"
 
 
+def _assert_scenario_12(report: dict) -> None:
+    """A table of 100 single-row INSERTs (the smoke's) scanned by delta-rs and DuckDB before and after one compaction
+    pass that committed beside a writer, every row read back each time."""
+    c = report["compaction"]
+    assert c["inserts"] == 100 and c["before"]["files"] == 100 and c["before"]["rows"] == 100, c
+    p = c["pass"]
+    assert p["version"] is not None and p["filesAdded"] == 1 and p["filesRemoved"] == p["filesBefore"] >= 100, p
+    assert p["publishedVersion"] >= p["version"] > p["readVersion"] >= 100, p
+    w = c["writer"]
+    after = c["after"]
+    # one new file for the rewritten ones, one per append that came after the pass read the table
+    assert after["rows"] == 100 + w["commits"] and after["files"] == 1 + after["rows"] - p["filesRemoved"], (c, after)
+    assert after["version"] == after["rows"] + 1, after
+    for engine in ("delta-rs", "duckdb"):
+        for when, files in (("before", 100), ("after", after["files"])):
+            row = _row(report, f"12. compaction: full scan {when}, {files} files", engine)
+            assert row["ops"] == 5 and row["p50_ms"] > 0 and row["files"] == files, row
+            assert c[when][f"{engine} scan p50_ms"] == row["p50_ms"]
+    assert _row(report, "12. compaction: open only before", "delta-rs")["ops"] == 5
+    assert _row(report, "12. compaction: 100 single-row INSERTs")["ops"] == 100
+    assert _row(report, "12. compaction: the pass, a writer beside it")["ops"] == 1
+    alone = c["pass_alone"]  # the same pass on a second table of 100 INSERTs, nobody else committing
+    assert alone["filesRemoved"] == 100 and alone["version"] == 101 and alone["rebases"] == 0, alone
+    assert _row(report, "12. compaction: the pass, no writer")["p50_ms"] > 0
+    during = _row(report, "12. compaction: a writer's commits during the pass")
+    assert during["ops"] == w["during_pass"] <= w["commits"] and during["failures"] == 0, during
+    if during["ops"]:
+        assert during["max_ms"] >= during["p99_ms"] >= during["p50_ms"] > 0, during
+    assert "Scenario 12, compaction of a table of 100 single-row INSERTs" in markdown(report)
+
+
 def _row(report: dict, prefix: str, system: str = "owner") -> dict:
     return next(r for r in report["results"] if r["scenario"].startswith(prefix) and r["system"] == system)
 
@@ -240,6 +299,7 @@ def test_smoke_on_sqlite_with_delta_rs_and_chart(tmp_path) -> None:
     assert report["growth"]["commit_rows_total"] >= 200 * 20
     _assert_scenario_8(report)
     _assert_scenario_11(report)
+    _assert_scenario_12(report)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -259,6 +319,7 @@ def test_smoke_on_postgres_counts_the_work_per_commit(tmp_path, pg_admin_url: st
     assert report["growth"]["tables_total"] >= 200
     _assert_scenario_8(report)
     _assert_scenario_11(report)
+    _assert_scenario_12(report)
 
 
 def test_only_runs_the_scenarios_asked_for_and_their_targets(tmp_path) -> None:

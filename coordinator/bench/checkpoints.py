@@ -10,16 +10,14 @@ version N with the p50 at version 10, with checkpoints.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from coordinator.bench.env import S3_KEY, S3_SECRET, BenchEnv
-from coordinator.bench.stats import Sample
+from coordinator.bench.stats import Sample, timed
 
 READERS = ("delta-rs", "snapshot")
 FIRST = 10  # the small version every open is compared with
@@ -61,12 +59,8 @@ def _fs_options(env: BenchEnv) -> dict[str, Any] | None:
 
 def maintain(env: BenchEnv, location: str) -> None:
     """`commit-owner maintain LOCATION` (checkpoints only) against the bench's database and storage."""
-    e = {**os.environ, "COMMIT_OWNER_DATABASE_URL": env.database_url, "COMMIT_OWNER_LOG_LEVEL": "WARNING"}
-    if env.storage == "s3":
-        e.update({"COMMIT_OWNER_S3_ENDPOINT_URL": env.s3_endpoint, "COMMIT_OWNER_S3_ACCESS_KEY_ID": S3_KEY,
-                  "COMMIT_OWNER_S3_SECRET_ACCESS_KEY": S3_SECRET})
-    subprocess.run([sys.executable, "-m", "coordinator", "maintain", location, "--no-log-cleanup"], env=e,
-                   check=True, capture_output=True, timeout=600)
+    subprocess.run([sys.executable, "-m", "coordinator", "maintain", location, "--no-log-cleanup"],
+                   env=env.maintenance_env(), check=True, capture_output=True, timeout=600)
 
 
 def _openers(env: BenchEnv, location: str, version: int) -> dict[str, Callable[[], Any]]:
@@ -81,18 +75,6 @@ def _openers(env: BenchEnv, location: str, version: int) -> dict[str, Callable[[
             "snapshot": lambda: load_snapshot(location, version, ask_owner=False, storage_options=fs_opts)}
 
 
-def _time(open_: Callable[[], Any], repeats: int) -> Sample:
-    open_()  # once unmeasured: imports and connection pools are not what is compared
-    s = Sample()
-    t0 = time.perf_counter()
-    for _ in range(repeats):
-        a = time.perf_counter()
-        open_()
-        s.latencies.append(time.perf_counter() - a)
-    s.elapsed = time.perf_counter() - t0
-    return s
-
-
 def run(env: BenchEnv, versions: int, repeats: int) -> list[tuple[str, str, Sample]]:
     """Build the table, time the opens without checkpoints, run maintain, time them again.
     Returns (scenario, reader, sample) rows in the order measured."""
@@ -103,7 +85,7 @@ def run(env: BenchEnv, versions: int, repeats: int) -> list[tuple[str, str, Samp
             maintain(env, location)
         for v in (FIRST, versions):
             for reader, open_ in _openers(env, location, v).items():
-                rows.append((scenario(v, with_checkpoints), reader, _time(open_, repeats)))
+                rows.append((scenario(v, with_checkpoints), reader, timed(open_, repeats)))
     return rows
 
 

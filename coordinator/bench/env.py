@@ -175,6 +175,17 @@ class BenchEnv:
             return {"key": S3_KEY, "secret": S3_SECRET, "endpoint_url": self.s3_endpoint}
         return None
 
+    def maintenance_env(self) -> dict[str, str]:
+        """The environment of a maintenance command run as its own process (`commit-owner maintain`, scenario 7;
+        the compaction pass, scenario 12) against this world's database and storage, with the service's allowed
+        root (a compaction commits through the commit path, which checks it)."""
+        e = {**os.environ, "COMMIT_OWNER_DATABASE_URL": self.database_url, "COMMIT_OWNER_LOG_LEVEL": "WARNING",
+             "COMMIT_OWNER_ALLOW_LOCATION": self.location("")}
+        if self.storage == "s3":
+            e.update({"COMMIT_OWNER_S3_ENDPOINT_URL": self.s3_endpoint, "COMMIT_OWNER_S3_ACCESS_KEY_ID": S3_KEY,
+                      "COMMIT_OWNER_S3_SECRET_ACCESS_KEY": S3_SECRET})
+        return e
+
     def cloud_fs(self) -> Any:
         """A fresh fsspec filesystem on the emulator (azure | gcs); paths on it are ``object_key`` of a URI."""
         from client.storage import cloud_filesystem
@@ -282,12 +293,11 @@ class BenchEnv:
     def _start_service(self) -> None:
         port = free_port()
         self.endpoint = f"http://127.0.0.1:{port}"
-        roots = [self.location("")]
         env = {
             "COMMIT_OWNER_DATABASE_URL": self.database_url,
             "COMMIT_OWNER_HOST": "127.0.0.1",
             "COMMIT_OWNER_PORT": str(port),
-            "COMMIT_OWNER_ALLOW_LOCATION": ",".join(roots),
+            "COMMIT_OWNER_ALLOW_LOCATION": self.location(""),
             "COMMIT_OWNER_MANAGED_LOCATION": self.location("managed"),  # catalog-managed tables (scenario 8)
             "COMMIT_OWNER_WORKERS": str(self.service_workers),
         }

@@ -52,12 +52,14 @@ def add_action(n: int, ts: int) -> dict[str, Any]:
             "stats": '{"numRecords":100,"minValues":{"id":0},"maxValues":{"id":99},"nullCount":{"id":0}}'}
 
 
-def commit_body(ts: int, n: int) -> bytes:
-    """The NDJSON of one blind append: commitInfo first, then one add action (~600 bytes, as delta-rs writes)."""
+def commit_body(ts: int, n: int, add: dict[str, Any] | None = None) -> bytes:
+    """The NDJSON of one blind append: commitInfo first, then one add action (~600 bytes, as delta-rs writes):
+    ``add``, the add action of a file the writer wrote, else one naming a file nobody wrote (the log is what is
+    measured, not the data)."""
     info = {"commitInfo": {"inCommitTimestamp": ts, "timestamp": ts, "operation": "WRITE",
                            "operationParameters": {"mode": "Append"}, "isBlindAppend": True,
                            "engineInfo": "commit-owner-bench"}}
-    return orjson.dumps(info) + b"\n" + orjson.dumps({"add": add_action(n, ts)}) + b"\n"
+    return orjson.dumps(info) + b"\n" + orjson.dumps({"add": add or add_action(n, ts)}) + b"\n"
 
 
 def rebased(version: int, err: dict[str, Any], known: int) -> int:
@@ -118,21 +120,22 @@ class Driver:
             raise BenchError(str(e)) from e
 
     async def commit_once(self, table_id: str, version: int, n: int, writer: Writer | None = None,
-                          ) -> tuple[int, dict[str, Any]]:
-        body = commit_body(self.clock.next(), n)
+                          add: dict[str, Any] | None = None) -> tuple[int, dict[str, Any]]:
+        body = commit_body(self.clock.next(), n, add)
         status, raw = await self._call("POST", f"/api/v1/tables/{table_id}/commits?version={version}", body, NDJSON,
                                        writer.header if writer else b"", writer.http if writer else None)
         return status, orjson.loads(raw)
 
     async def commit(self, table_id: str, known: int, sample: Sample, give_up_at: float,
-                     writer: Writer | None = None) -> int:
+                     writer: Writer | None = None, add: dict[str, Any] | None = None) -> int:
         """Commit one version after ``known``, rebasing on conflicts; returns the version ratified. ``writer``:
-        the writer's own connection and ticket (else the shared connections, no ticket)."""
+        the writer's own connection and ticket (else the shared connections, no ticket); ``add``: the add action
+        of a data file the writer wrote (scenario 12), the same in every attempt."""
         t0 = time.perf_counter()
         n = losses = 0
         while True:
             v = known + 1
-            status, reply = await self.commit_once(table_id, v, n, writer)
+            status, reply = await self.commit_once(table_id, v, n, writer, add)
             n += 1
             if status == 200:
                 sample.latencies.append(time.perf_counter() - t0)

@@ -66,6 +66,10 @@ def markdown(report: dict[str, Any]) -> str:
     for t in report["targets"]:
         lines.append(f"| {t['target']} | {_cell(t['measured'])} | {t['rule']} | {'met' if t['met'] else 'NOT met'} |")
     lines += _open_ratios(report)
+    if report.get("compaction"):
+        from coordinator.bench.compaction import markdown_lines
+
+        lines += markdown_lines(report["compaction"])
     c = report["consistency"]
     lines += ["", f"Consistency: {c['tables']} tables checked, latestTableVersion equal to the acknowledged "
                   f"commits on every one: {'yes' if not c['violations'] else 'NO: ' + '; '.join(c['violations'])}."]
@@ -126,7 +130,7 @@ def chart(report: dict[str, Any], path: str) -> None:
 
     rows = [r for r in report["results"] if r["p50_ms"] is not None]
     labels = [f"{r['scenario']} [{r['system']}]" for r in rows]
-    colors = {"owner": "tab:blue", "floor": "tab:gray", "delta-rs": "tab:orange"}
+    colors = {"owner": "tab:blue", "floor": "tab:gray", "delta-rs": "tab:orange", "duckdb": "tab:green"}
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(15, 0.42 * len(rows) + 2), sharey=True)
     y = range(len(rows))
     for key, marker in (("p50_ms", "o"), ("p95_ms", "s"), ("p99_ms", "^")):

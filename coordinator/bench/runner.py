@@ -44,7 +44,8 @@ class BenchOptions:
     default_settings: bool = True  # scenario 3 once more on a service with default settings
     workers: int = 0  # the service's processes (serve --workers); 0 = serve's default, the number of CPUs
     tx_sizes: tuple[int, ...] = (2, 8, 32)  # scenario 10 (coordinator/bench/transactions.py); () skips it
-    only: tuple[int, ...] = ()  # the scenarios to run (0-11; 9 runs after 6's growth); empty: all of them
+    compaction_inserts: int = 2000  # scenario 12 (coordinator/bench/compaction.py): the table's INSERTs; 0 skips it
+    only: tuple[int, ...] = ()  # the scenarios to run (0-12; 9 runs after 6's growth); empty: all of them
 
     def wants(self, scenario: int) -> bool:
         return not self.only or scenario in self.only
@@ -53,7 +54,7 @@ class BenchOptions:
     def smoke(cls, **kw: Any) -> BenchOptions:
         """Seconds, not minutes: every scenario runs briefly on a small growth."""
         base: dict[str, Any] = dict(duration=1.0, contention=(4, 16), tables=8, readers=2, lag_rate=50.0, growth_tables=200,
-                    growth_rows=20, open_versions=30, open_repeats=3, ui_repeats=3)
+                    growth_rows=20, open_versions=30, open_repeats=3, ui_repeats=3, compaction_inserts=100)
         base.update(kw)
         return cls(**base)
 
@@ -67,6 +68,7 @@ class Bench:
     env: BenchEnv | None = None
     twin: BenchEnv | None = None  # scenario 6: a second world, never grown, probed beside the first
     twin_checks: dict[str, int] = field(default_factory=dict)
+    compaction: dict[str, Any] | None = None  # scenario 12's summary, for the report
 
     # -- plumbing -----------------------------------------------------------------------------------
 
@@ -253,6 +255,25 @@ class Bench:
         self._record("11. write_table, 3 rows, sequential", "owner", sample, work=work, settings=self.env.settings,
                      workers=self.env.service_workers)
 
+    async def _compaction(self) -> None:
+        """Scenario 12: a table of single-row INSERTs scanned by delta-rs and DuckDB before and after one compaction
+        pass, and a writer's commits during the pass (``compaction.py``)."""
+        from client import CommitOwnerClient
+        from coordinator.bench import compaction
+
+        assert self.env is not None
+        why = compaction.skipped(self.env)
+        if why:
+            self.say(f"  scenario 12 skipped: {why}")
+            return
+        first, second = self._new_tables(2)
+        with CommitOwnerClient(self.env.endpoint) as c:
+            locations = (c.get_table(first).location, c.get_table(second).location)
+        self.compaction, rows, (self.checks[first], self.checks[second]) = await compaction.run(
+            self.env, (first, second), locations, self.opts.compaction_inserts, self.say)
+        for name, system, sample, extra in rows:
+            self._record(name, system, sample, **extra)
+
     def _deltars(self, tables: int, writers: int) -> Sample:
         """delta-rs writing ``tables`` new tables of its own, ``writers`` each (the filesystem's commits)."""
         from coordinator.bench import deltars
@@ -341,6 +362,8 @@ class Bench:
                 for name, reader, sample in await asyncio.to_thread(checkpoints.run, self.env, o.open_versions,
                                                                     o.open_repeats):
                     self._record(name, reader, sample)
+            if o.compaction_inserts and o.wants(12):
+                await self._compaction()
             if o.deltars:
                 if o.wants(1):
                     self._record("1. one table, 1 writer", "delta-rs", await asyncio.to_thread(self._deltars, 1, 1))
@@ -383,6 +406,7 @@ class Bench:
             + (checkpoints.targets(self.results, o.open_versions) if o.open_versions and o.wants(7) else [])
             + (ui.targets(self.results) if o.wants(9) else []),
             "openRatios": checkpoints.ratios(self.results, o.open_versions) if o.open_versions and o.wants(7) else {},
+            "compaction": self.compaction,
             "consistency": {"tables": len(self.checks), "violations": bad},
         }
         if bad:
@@ -403,7 +427,7 @@ class Bench:
         return {"machine": machine(), "options": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(o).items()},
                 "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                 "seconds": round(time.time() - started, 1), "service_workers": self.env.service_workers,
-                "results": self.results, "growth": grown, "targets": ui.targets(self.results), "openRatios": {},
+                "results": self.results, "growth": grown, "targets": ui.targets(self.results), "openRatios": {}, "compaction": None,
                 "consistency": {"tables": 0, "violations": []}}
 
 

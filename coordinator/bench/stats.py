@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +57,20 @@ class Sample:
             "failures": self.failures,
             **({"fairness": fairness(self.per_writer)} if len(self.per_writer) > 1 else {}),
         }
+
+
+def timed(fn: Callable[[], Any], repeats: int) -> Sample:
+    """``fn`` once unmeasured (imports, connection pools and caches are not what is compared), then ``repeats``
+    times, each call timed (scenarios 7 and 12: opens and scans)."""
+    fn()
+    s = Sample()
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        a = time.perf_counter()
+        fn()
+        s.latencies.append(time.perf_counter() - a)
+    s.elapsed = time.perf_counter() - t0
+    return s
 
 
 def fairness(counts: list[int]) -> dict[str, Any]:

@@ -30,12 +30,15 @@ import click
               help="Versions of scenario 7's table (open time with and without checkpoints) [1000; smoke 30; 0 skips].")
 @click.option("--tx-sizes", default=None,
               help="Tables per multi-table transaction of scenario 10, comma-separated [2,8,32]; 0 skips it.")
+@click.option("--compaction-inserts", type=int, default=None,
+              help="Single-row INSERTs of scenario 12's table (scans before and after a compaction pass) "
+                   "[2000; smoke 100; 0 skips].")
 @click.option("--backfill-batch-size", type=int, default=1, show_default=True, help="The service's backfill trigger.")
 @click.option("--workers", type=click.IntRange(min=0), default=0, show_default=True,
               help="Processes of the bench's service (serve --workers); 0 = serve's default, the number of CPUs.")
 @click.option("--only", default=None,
-              help="Run only these scenarios, comma-separated numbers 0-11 (e.g. 1,2: one writer, then "
-                   "racing writers; 9 needs 6); the targets of the others are left out.")
+              help="Run only these scenarios, comma-separated numbers 0-12 (e.g. 1,2: one writer, then "
+                   "racing writers; 9 needs 6; 12: compaction); the targets of the others are left out.")
 @click.option("--no-deltars", is_flag=True, help="Skip the delta-rs side.")
 @click.option("--no-default-settings", is_flag=True,
               help="Skip scenario 3's second run on a service with default settings (restarts the service).")
@@ -47,7 +50,8 @@ import click
 @click.option("--markdown", "md_path", default=None, help="Write the markdown table here.")
 def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float | None, contention: str | None,
           tables: int | None, lag_rate: float | None, growth_tables: int | None, growth_rows: int | None,
-          open_versions: int | None, tx_sizes: str | None, backfill_batch_size: int, workers: int,
+          open_versions: int | None, tx_sizes: str | None, compaction_inserts: int | None, backfill_batch_size: int,
+          workers: int,
           only: str | None, no_deltars: bool,
           no_default_settings: bool, only_ui: bool, keep_workdir: bool, json_path: str | None,
           png_path: str | None, md_path: str | None) -> None:
@@ -72,6 +76,11 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
         if open_versions != 0 and open_versions <= 10:
             raise click.BadParameter(f"must be 0 (skip) or above 10, not {open_versions}", param_hint="--open-versions")
         kw["open_versions"] = open_versions
+    if compaction_inserts is not None:
+        if compaction_inserts != 0 and compaction_inserts < 2:
+            raise click.BadParameter(f"must be 0 (skip) or 2 or more (a compaction needs two files), not "
+                                     f"{compaction_inserts}", param_hint="--compaction-inserts")
+        kw["compaction_inserts"] = compaction_inserts
     if contention:
         try:
             kw["contention"] = tuple(int(x) for x in contention.split(",") if x.strip())
@@ -86,8 +95,8 @@ def bench(database: str, storage: str, pg_url: str, smoke: bool, duration: float
         except ValueError:
             raise click.BadParameter(f"a comma-separated list of scenario numbers, not {only!r}",
                                      param_hint="--only") from None
-        if not kw["only"] or not all(0 <= n <= 11 for n in kw["only"]):
-            raise click.BadParameter("scenario numbers are 0 to 11", param_hint="--only")
+        if not kw["only"] or not all(0 <= n <= 12 for n in kw["only"]):
+            raise click.BadParameter("scenario numbers are 0 to 12", param_hint="--only")
     if storage in EMULATED and not only_ui:
         runs = kw.get("only") or EMULATOR_SCENARIOS
         if not set(runs) <= set(EMULATOR_SCENARIOS):
