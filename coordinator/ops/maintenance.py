@@ -24,7 +24,7 @@ from coordinator.ops.context import opened, resolve_table
 from coordinator.ops.logcleanup import CleanupReport
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageBackend
-from coordinator.store import OwnershipStore, TableRow
+from coordinator.store import CommitRow, OwnershipStore, TableRow
 from coordinator.store.maintenance import MaintenanceLog
 
 log = logging.getLogger("commit_owner.maintain")
@@ -156,14 +156,36 @@ async def read_log(store: OwnershipStore, backend: StorageBackend, t: TableRow, 
     unpublished: list[tuple[int, list[dict[str, Any]]]] = []
     latest = top
     for row in await store.unbackfilled(t.table_id):  # ratified, not yet published: their files stay
-        data = row.body if row.body is not None else \
-            await backend.read(staged_file(t.location, t.commit_dir, row.file_name))  # (the row keeps it: decision 43)
-        actions = parse_actions(data)
+        actions = parse_actions(await ratified_bytes(backend, t, row))
         pending.update(f for a in actions if "add" in a for f in _files_of(t.location, a["add"]))
         latest = max(latest, row.version)
         unpublished.append((row.version, actions))
     return _Log(start=start, start_state=state, versions=versions, pending=pending, latest=latest,
                 unpublished=sorted(unpublished, key=lambda va: va[0]))
+
+
+async def ratified_bytes(backend: StorageBackend, t: TableRow, row: CommitRow) -> bytes:
+    """A ratified commit's bytes: the row keeps them until it is published (decision 43), else its staged file."""
+    if row.body is not None:
+        return row.body
+    return await backend.read(staged_file(t.location, t.commit_dir, row.file_name))
+
+
+async def versions_since(store: OwnershipStore, backend: StorageBackend, t: TableRow, start: int,
+                         end: int | None = None) -> list[tuple[int, list[dict[str, Any]]]]:
+    """The actions of versions ``start`` to ``end`` (default: the table's latest ratified version), ascending:
+    those not yet published from their rows, the others from their ``<v>.json``. The rows are read after the
+    table's latest version, so a version missing from them was published before. Raises FileNotFoundError (a
+    version cleaned up below a checkpoint), UnavailableError."""
+    if end is None:
+        end = (await store.get_table(t.table_id)).latest_version
+    rows = {r.version: r for r in await store.unbackfilled(t.table_id, up_to=end)}
+    out = []
+    for v in range(start, end + 1):
+        row = rows.get(v)
+        data = await ratified_bytes(backend, t, row) if row is not None else await backend.read(delta_file(t.location, v))
+        out.append((v, parse_actions(data)))
+    return out
 
 
 def _hidden(rel: str) -> bool:

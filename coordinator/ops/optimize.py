@@ -30,10 +30,11 @@ from client.contract.errors import (
     CommitStateUnknownError,
     CommitVersionConflictError,
     InvalidArgumentError,
+    PermissionDeniedError,
     TableChangedError,
     TableNotFoundError,
 )
-from client.contract.layout import new_batch_folder
+from client.contract.layout import delta_file, new_batch_folder
 from client.http import encode_actions
 from coordinator.ops.checkpoints import TableState
 from coordinator.ops.compaction import (
@@ -47,7 +48,7 @@ from coordinator.ops.compaction import (
     unsupported,
 )
 from coordinator.ops.context import opened, resolve_table
-from coordinator.ops.maintenance import read_log, relative_to_table, remove_empty_dirs
+from coordinator.ops.maintenance import read_log, relative_to_table, remove_empty_dirs, versions_since
 from coordinator.ops.row_tracking import RowTracking
 from coordinator.runtime.settings import Settings
 from coordinator.storage import StorageBackend, StorageRouter
@@ -70,11 +71,12 @@ class _Table:
     versions: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
-async def _read_table(store: OwnershipStore, backend: StorageBackend, t: TableRow, *, newest: bool = True) -> _Table:
+async def _read_table(store: OwnershipStore, backend: StorageBackend, t: TableRow) -> _Table:
     """The table at its latest ratified version: the published log (from its newest checkpoint, else version 0)
-    and then the ratified commits not yet published (from their rows). Raises InvalidArgumentError (an
-    incomplete log)."""
-    log_ = await read_log(store, backend, t, newest=newest)
+    and then the ratified commits not yet published (from their rows), and those published between the two reads
+    from their ``<v>.json``: one pass, however busy the table (it once started over, and under a steady writer
+    never caught up). Raises InvalidArgumentError (an incomplete log)."""
+    log_ = await read_log(store, backend, t, newest=True)
     s = log_.start_state
     state = TableState(version=s.version, protocol=s.protocol, metadata=s.metadata, adds=dict(s.adds),
                        txns=dict(s.txns), domains=dict(s.domains), ict=s.ict, timestamp=s.timestamp)
@@ -82,13 +84,17 @@ async def _read_table(store: OwnershipStore, backend: StorageBackend, t: TableRo
     for v, _, actions in log_.versions:
         state.apply(v, actions)
         out.versions[v] = actions
-    for v, actions in log_.unpublished:
-        if v <= state.version:
-            continue  # published since the table was read: replayed from its <v>.json already
-        if v != state.version + 1:  # published between the two reads: read again
-            return await _read_table(store, backend, await store.get_table(t.table_id), newest=newest)
-        state.apply(v, actions)
-        out.versions[v] = actions
+    pending = dict(log_.unpublished)
+    for v in range(state.version + 1, log_.latest + 1):  # ratified after the published log's newest version
+        found = pending.get(v)
+        if found is None:  # published between the listing of the log and the read of the rows
+            try:
+                found = parse_actions(await backend.read(delta_file(t.location, v)))
+            except FileNotFoundError:
+                raise InvalidArgumentError(f"{t.location}: version {v} is neither published nor a ratified "
+                                           "commit waiting to be; nothing changed") from None
+        state.apply(v, found)
+        out.versions[v] = found
     return out
 
 
@@ -268,8 +274,8 @@ async def compact_table(settings: Settings, store: OwnershipStore, storage: Stor
                 for v, acts in missed:
                     state.apply(v, list(acts))
                 continue
-            except (CommitFailedError, TableNotFoundError, InvalidArgumentError):
-                raise  # refused for certain: nothing references its files
+            except (CommitFailedError, TableNotFoundError, InvalidArgumentError, PermissionDeniedError):
+                raise  # refused for certain (a location outside the allowed roots too): nothing references its files
             except BaseException as e:  # the database or storage failed mid-way: the version may have landed
                 committed = True  # so its files stay (vacuum removes them if it did not)
                 if not isinstance(e, Exception):
@@ -307,13 +313,13 @@ async def _missed(service: Any, store: OwnershipStore, backend: StorageBackend, 
             return missed
         except FileNotFoundError:
             pass  # published and cleaned up meanwhile: the log has it
-    table = await _read_table(store, backend, await store.get_table(t.table_id), newest=False)
-    missed = [(v, a) for v, a in sorted(table.versions.items()) if v >= version]
-    log.info("%s: version %d was taken; versions %s read from the log", t.location, version, [v for v, _ in missed])
-    if [v for v, _ in missed] != list(range(version, table.state.version + 1)):  # cleaned up below a checkpoint
+    try:
+        missed = await versions_since(store, backend, t, version)
+    except FileNotFoundError:  # cleaned up below a checkpoint
         raise TableChangedError(f"compaction of {t.location} gave up: the commits from version {version} on "
                                 "cannot all be read to check them; nothing was committed and its new files are "
-                                "deleted", latest_table_version=table.state.version)
+                                "deleted", latest_table_version=e.latest_table_version) from None
+    log.info("%s: version %d was taken; versions %s read from the log", t.location, version, [v for v, _ in missed])
     return missed
 
 

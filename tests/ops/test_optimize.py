@@ -673,3 +673,34 @@ def test_fresh_row_ids_only_when_row_tracking_is_supported_but_not_enabled() -> 
         with_stable_columns(source, {"path": "x", "defaultRowCommitVersion": 1}, enabled)
     kept = with_stable_columns(source, {"path": "x", "baseRowId": 40, "defaultRowCommitVersion": 1}, enabled)
     assert kept.to_pydict() == {"id": [1, 2], "r": [5, 41], "v": [3, 3]}
+
+
+async def test_compaction_beside_a_steady_writer_commits_and_loses_no_row(svc: Service) -> None:
+    """A writer appending and publishing all along: the compaction reads the table once (versions published while
+    it read are taken from their <v>.json, not by starting over), moves onto the appends that win, and commits."""
+    import threading
+
+    path, client = _grown(svc, 10)
+    stop, written = threading.Event(), []
+
+    def writer() -> None:
+        i = 1000
+        while not stop.is_set() and i < 1060:
+            write_table(pa.table({"id": pa.array([i], pa.int64()), "name": pa.array(["w"], pa.string()),
+                                  "ts": pa.array([datetime.datetime(2026, 11, 29, tzinfo=datetime.timezone.utc)],
+                                                 pa.timestamp("us", tz="UTC")), "p": ["a"]}),
+                        path, client=client, partition_by=["p"])
+            written.append(i)
+            i += 1
+
+    th = threading.Thread(target=writer)
+    th.start()
+    try:
+        await asyncio.sleep(0.3)
+        rep = await run_optimize(_settings(svc), path, target_size=MiB)
+    finally:
+        stop.set()
+        th.join(60)
+    assert rep["version"] is not None and rep["filesRemoved"] >= 10
+    rows = _rows(read_table(path, client=client))
+    assert [r[0] for r in rows] == list(range(10)) + written  # every row, once
