@@ -136,6 +136,9 @@ def test_scenario_12_counts_the_commits_sent_during_the_pass_and_reports_both_en
     assert "| before | 100 | 100 | 50000 | 100 | 90.00 | 60.00 | 120.00 |" in lines
     assert "| after | 104 | 4 | 2100 | 103 | 90.00 | 60.00 | - |" in lines  # DuckDB skipped: a dash, not a number
     assert "committed as version 102 after 1 lost race(s)" in lines[-1] and "p99 30.00 ms" in lines[-1]
+    failed = markdown_lines({**c, "pass": None, "pass_error": "the compaction pass did not end within 180 s"})
+    assert failed[-1].startswith("The pass beside the writer FAILED (the compaction pass did not end within 180 s). "
+                                 "A writer at 20 commits/s beside it: 3 commits")
     c["pass_alone"] = {"filesRemoved": 100, "filesAdded": 1, "seconds": 0.25, "readVersion": 100, "version": 101,
                        "rebases": 0}
     assert "no writer beside it, on a second table of the same INSERTs: 100 files into 1 in 0.25 s" in \
