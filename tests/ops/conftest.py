@@ -16,6 +16,17 @@ def ops_backend(request: pytest.FixtureRequest) -> Backend:
     return make_backend(request, "postgres", "local", "ops")
 
 
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
+    """A running owner (backfill after every commit) on its own database of each kind, local disk, one per test
+    module (the maintenance tests': optimize, the maintain policy)."""
+    module = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    backend = make_backend(request, request.param, "local", f"{module}-{request.param}")
+    s = Service(backend).start()
+    yield s
+    s.stop()
+
+
 @pytest.fixture(scope="session")
 def manual_service(ops_backend: Backend) -> Iterator[Service]:
     """A service whose backfiller does not run by itself (it backfills only when asked), so backlogs stay

@@ -10,7 +10,6 @@ import asyncio
 import time
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -34,18 +33,8 @@ from coordinator.runtime.settings import Settings
 from coordinator.store import OwnershipStore, open_engine
 from coordinator.store.maintenance import MaintenanceLog
 from coordinator.store.rows import MaintenanceRun
-from tests.conftest import make_backend
 from tests.ops.test_optimize import MiB, _data_files, _grown, _rows_rs
 from tests.support import Service
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
-    """A running owner (backfill after every commit) on its own database of each kind, local disk."""
-    backend = make_backend(request, request.param, "local", f"policy-{request.param}")
-    s = Service(backend).start()
-    yield s
-    s.stop()
 
 
 def _settings(svc: Service, **overrides: Any) -> Settings:

@@ -12,7 +12,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -33,15 +32,6 @@ from tests.conftest import make_backend
 from tests.support import ROOT, Service, delta_rs_table
 
 MiB = 1024 * 1024
-
-
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
-    """A running owner (backfill after every commit) on its own database of each kind, local disk."""
-    backend = make_backend(request, request.param, "local", f"optimize-{request.param}")
-    s = Service(backend).start()
-    yield s
-    s.stop()
 
 
 def _settings(svc: Service) -> Settings:
